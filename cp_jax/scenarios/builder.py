@@ -1,0 +1,205 @@
+"""RawScene -> padded `Scenario`: validation, road segments, lane graph, routes, the road index."""
+
+from __future__ import annotations
+
+import numpy as np
+import jax.numpy as jnp
+
+from cp_jax.scenarios.raw import RawScene
+from cp_jax.sim import geometry, types
+from cp_jax.sim.types import Scenario, SimConfig
+
+
+class SceneError(ValueError):
+    """A scene that cannot be built; the message names the scene and the field."""
+
+
+def _fail(raw: RawScene, field: str, why: str):
+    raise SceneError(f"scene {raw.name!r}: field {field!r}: {why}")
+
+
+def _check_finite(raw: RawScene, field: str, x: np.ndarray, mask: np.ndarray | None = None):
+    x = np.asarray(x, np.float64)
+    bad = ~np.isfinite(x)
+    if mask is not None:
+        bad &= mask.reshape(mask.shape + (1,) * (x.ndim - mask.ndim))
+    if bad.any():
+        _fail(raw, field, f"{int(bad.sum())} non-finite value(s)")
+
+
+def polyline_segments(poly: np.ndarray):
+    """Segments of a polyline [n, 2], zero-length ones dropped, with vertex tangent bisectors.
+
+    Returns (xy0 [m, 2], xy1 [m, 2], tan0 [m, 2], tan1 [m, 2]).
+    """
+    poly = np.asarray(poly, np.float64)
+    keep = np.concatenate([[True], np.linalg.norm(np.diff(poly, axis=0), axis=1) > 1e-6])
+    poly = poly[keep]
+    if len(poly) < 2:
+        z = np.zeros((0, 2))
+        return z, z, z, z
+    d = np.diff(poly, axis=0)
+    u = d / np.linalg.norm(d, axis=1, keepdims=True)
+    closed = len(poly) > 3 and np.linalg.norm(poly[0] - poly[-1]) < 1e-3
+    prev = np.concatenate([u[-1:] if closed else u[:1], u[:-1]])
+    nxt = np.concatenate([u[1:], u[:1] if closed else u[-1:]])
+
+    def unit(v, fallback):
+        n = np.linalg.norm(v, axis=1, keepdims=True)
+        return np.where(n > 1e-6, v / np.maximum(n, 1e-12), fallback)
+
+    return poly[:-1], poly[1:], unit(prev + u, u), unit(u + nxt, u)
+
+
+def resample_route(raw: RawScene, lanes: list[int], start: np.ndarray, goal: np.ndarray, cfg):
+    """Route points every cfg.route_spacing m along the lanes, from start's to goal's projection
+    (+ 5 m). Returns (xy [R, 2], lane [R], n_valid)."""
+    pieces, ids = [], []
+    for lane in lanes:
+        poly = np.asarray(raw.lanes[lane], np.float64)
+        if pieces:
+            poly = poly[1:] if np.linalg.norm(poly[0] - pieces[-1][-1]) < 1e-3 else poly
+        pieces.append(poly)
+        ids.append(np.full(len(poly), lane))
+    line = np.concatenate(pieces)
+    lane_of = np.concatenate(ids)
+    seg = np.linalg.norm(np.diff(line, axis=0), axis=1)
+    s = np.concatenate([[0.0], np.cumsum(seg)])
+
+    def project(p):
+        a, b = line[:-1], line[1:]
+        ab = b - a
+        t = np.clip(np.sum((p - a) * ab, 1) / np.maximum(np.sum(ab * ab, 1), 1e-12), 0, 1)
+        dist = np.linalg.norm(a + t[:, None] * ab - p, axis=1)
+        i = int(np.argmin(dist))
+        return s[i] + t[i] * seg[i]
+
+    s0, s1 = project(start), min(project(goal) + 5.0, s[-1])
+    n = int(min(cfg.max_route_points, max(2, np.floor((s1 - s0) / cfg.route_spacing) + 1)))
+    q = s0 + cfg.route_spacing * np.arange(n)
+    q = np.minimum(q, s[-1])
+    xy = np.stack([np.interp(q, s, line[:, 0]), np.interp(q, s, line[:, 1])], -1)
+    seg_idx = np.clip(np.searchsorted(s, q, side="right") - 1, 0, len(line) - 2)
+    lane = np.where(q >= s[-1], lane_of[-1], lane_of[seg_idx + 1])
+    out_xy = np.zeros((cfg.max_route_points, 2))
+    out_lane = np.full(cfg.max_route_points, -1)
+    out_xy[:n], out_lane[:n] = xy, lane
+    out_xy[n:] = xy[-1]
+    return out_xy, out_lane, n
+
+
+def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
+    """Validate a RawScene and pad it to cfg's static sizes. Raises SceneError naming the field."""
+    a_max, s_max, l_max, t_max = cfg.max_agents, cfg.max_road_segments, cfg.max_lanes, cfg.log_steps
+    n, t_raw = raw.log_xy.shape[:2]
+    if n == 0:
+        _fail(raw, "objects", "no objects")
+    if n > a_max:
+        _fail(raw, "objects", f"{n} objects > SimConfig.max_agents={a_max}")
+    if t_raw < t_max:
+        _fail(raw, "log_steps", f"log has {t_raw} steps < SimConfig.log_steps={t_max}")
+    n_lanes = len(raw.lanes)
+    if n_lanes > l_max:
+        _fail(raw, "lanes", f"{n_lanes} lanes > SimConfig.max_lanes={l_max}")
+    valid = np.asarray(raw.log_valid[:, :t_max], bool)
+    for name in ("log_xy", "log_yaw", "log_vel"):
+        _check_finite(raw, name, getattr(raw, name)[:, :t_max], valid)
+    _check_finite(raw, "size", raw.size)
+    _check_finite(raw, "goal", raw.goal)
+    if (np.asarray(raw.size) <= 0).any():
+        _fail(raw, "size", "non-positive length or width")
+
+    # Road segments.
+    polys = [(types.LANE, i, p) for i, p in enumerate(raw.lanes)]
+    polys += [(types.ROAD_EDGE, -1, p) for p in raw.edges]
+    polys += [(int(kind), -1, p) for kind, p in raw.others]
+    parts = []
+    for kind, lane, poly in polys:
+        poly = np.asarray(poly, np.float64)
+        if poly.ndim != 2 or poly.shape[1] != 2:
+            _fail(raw, "roads", f"polyline of shape {poly.shape}, expected [n, 2]")
+        _check_finite(raw, "roads", poly)
+        xy0, xy1, t0, t1 = polyline_segments(poly)
+        parts.append((xy0, xy1, t0, t1, np.full(len(xy0), kind), np.full(len(xy0), lane)))
+    cat = [np.concatenate([p[i] for p in parts]) for i in range(6)] if parts else None
+    n_seg = 0 if cat is None else len(cat[0])
+    if n_seg > s_max:
+        _fail(raw, "roads", f"{n_seg} road segments > SimConfig.max_road_segments={s_max}")
+    if n_seg == 0:
+        _fail(raw, "roads", "no road segments")
+
+    def pad(x, size, fill=0.0, dtype=np.float32):
+        x = np.asarray(x)
+        out = np.full((size,) + x.shape[1:], fill, dtype)
+        out[: len(x)] = x
+        return out
+
+    road_xy0, road_xy1 = pad(cat[0], s_max), pad(cat[1], s_max)
+    road_tan0, road_tan1 = pad(cat[2], s_max), pad(cat[3], s_max)
+    road_type = pad(cat[4], s_max, -1, np.int32)
+    road_lane = pad(cat[5], s_max, -1, np.int32)
+    road_valid = pad(np.ones(n_seg, bool), s_max, False, bool)
+
+    # Lane graph.
+    lane_succ = np.full((l_max, cfg.max_lane_successors), -1, np.int32)
+    for i, succ in enumerate(raw.lane_succ):
+        if len(succ) > cfg.max_lane_successors:
+            _fail(raw, "lane_succ", f"lane {i} has {len(succ)} successors > max_lane_successors")
+        if any(not 0 <= j < n_lanes for j in succ):
+            _fail(raw, "lane_succ", f"lane {i} has a successor out of range")
+        lane_succ[i, : len(succ)] = succ
+    tl = np.zeros((l_max, t_max), np.int32)
+    if raw.tl_state is not None:
+        tl[:n_lanes] = np.asarray(raw.tl_state)[:n_lanes, :t_max]
+
+    # Routes.
+    route_xy = np.zeros((a_max, cfg.max_route_points, 2), np.float32)
+    route_lane = np.full((a_max, cfg.max_route_points), -1, np.int32)
+    route_len = np.zeros(a_max, np.int32)
+    for i, lanes in enumerate(raw.routes):
+        if not lanes:
+            continue
+        if any(not 0 <= j < n_lanes for j in lanes):
+            _fail(raw, "routes", f"object {i} route names a lane out of range")
+        first_t = int(np.argmax(valid[i])) if valid[i].any() else 0
+        xy, lane, m = resample_route(raw, lanes, raw.log_xy[i, first_t], raw.goal[i], cfg)
+        route_xy[i], route_lane[i], route_len[i] = xy, lane, m
+
+    priority = np.zeros(n, np.int32) if raw.priority is None else np.asarray(raw.priority)
+    origin, cell, cell_edges, cell_lanes, cell_road = geometry.build_road_index(
+        jnp.asarray(road_xy0), jnp.asarray(road_xy1), jnp.asarray(road_type),
+        jnp.asarray(road_valid), cfg,
+    )
+    return Scenario(
+        road_xy0=jnp.asarray(road_xy0),
+        road_xy1=jnp.asarray(road_xy1),
+        road_tan0=jnp.asarray(road_tan0),
+        road_tan1=jnp.asarray(road_tan1),
+        road_type=jnp.asarray(road_type),
+        road_lane=jnp.asarray(road_lane),
+        road_valid=jnp.asarray(road_valid),
+        lane_succ=jnp.asarray(lane_succ),
+        lane_left=jnp.asarray(pad(raw.lane_left, l_max, -1, np.int32)),
+        lane_right=jnp.asarray(pad(raw.lane_right, l_max, -1, np.int32)),
+        lane_valid=jnp.asarray(pad(np.ones(n_lanes, bool), l_max, False, bool)),
+        tl_state=jnp.asarray(tl),
+        log_xy=jnp.asarray(pad(np.where(valid[..., None], raw.log_xy[:, :t_max], 0.0), a_max)),
+        log_yaw=jnp.asarray(pad(np.where(valid, raw.log_yaw[:, :t_max], 0.0), a_max)),
+        log_vel=jnp.asarray(pad(np.where(valid[..., None], raw.log_vel[:, :t_max], 0.0), a_max)),
+        log_valid=jnp.asarray(pad(valid, a_max, False, bool)),
+        size=jnp.asarray(pad(raw.size, a_max, 1.0)),
+        obj_type=jnp.asarray(pad(raw.obj_type, a_max, types.OTHER_OBJECT, np.int32)),
+        agent_valid=jnp.asarray(pad(np.ones(n, bool), a_max, False, bool)),
+        controllable=jnp.asarray(pad(np.asarray(raw.controllable, bool), a_max, False, bool)),
+        goal=jnp.asarray(pad(raw.goal, a_max)),
+        sdc=jnp.asarray(raw.sdc, jnp.int32),
+        route_xy=jnp.asarray(route_xy),
+        route_lane=jnp.asarray(route_lane),
+        route_len=jnp.asarray(route_len),
+        priority=jnp.asarray(pad(priority, a_max, 0, np.int32)),
+        grid_origin=origin,
+        grid_cell=cell,
+        cell_edges=cell_edges,
+        cell_lanes=cell_lanes,
+        cell_road=cell_road,
+    )

@@ -1,0 +1,269 @@
+"""reset / step / rollout, and auto-reset over a device-resident scenario bank.
+
+All functions are pure and jit / vmap / scan safe; `cfg` is static (hashable), everything else is
+a pytree of arrays. Batch with `jax.vmap` over the leading axis of state and scenario.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from cp_jax.sim import controllers, dynamics, geometry, reward as reward_lib, types
+from cp_jax.sim.observation import observe
+from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
+
+__all__ = [
+    "reset", "step", "observe", "rollout", "default_controllers", "Trajectory",
+    "stack_scenarios", "take_scenario", "auto_reset",
+]
+
+
+def default_controllers(scenario: Scenario, cond: jax.Array, controlled=types.POLICY) -> jax.Array:
+    """Controller ids [A]: `controlled` for controllable agents, LOG for the rest.
+
+    Agents are not controlled (replayed from the log) when they are not valid at t = 0, start
+    overlapping another agent, start within their goal radius, or are parked (goal == start).
+    """
+    xy0 = scenario.log_xy[:, 0]
+    valid0 = scenario.agent_valid & scenario.log_valid[:, 0]
+    overlap = geometry.overlap_matrix(xy0, scenario.log_yaw[:, 0], scenario.size)
+    starts_overlapping = jnp.any(overlap & valid0[None, :], axis=1)
+    goal_dist = jnp.linalg.norm(scenario.goal - xy0, axis=-1)
+    at_goal = goal_dist < cond[:, 0]
+    ok = scenario.controllable & valid0 & ~starts_overlapping & ~at_goal & (goal_dist > 0.1)
+    return jnp.where(ok, controlled, types.LOG).astype(jnp.int32)
+
+
+def reset(
+    scenario: Scenario,
+    key: jax.Array,
+    cond: jax.Array,
+    cfg: SimConfig,
+    controller: jax.Array | None = None,
+) -> SimState:
+    """State at log frame 0. cond [A, COND_DIM] (or [COND_DIM], broadcast); controller [A] ids
+    (default: `default_controllers`; ineligible agents are always forced to LOG)."""
+    a = cfg.max_agents
+    cond = jnp.broadcast_to(jnp.asarray(cond, jnp.float32), (a, types.COND_DIM))
+    eligible = default_controllers(scenario, cond, types.POLICY) == types.POLICY
+    if controller is None:
+        controller = jnp.full((a,), types.POLICY, jnp.int32)
+    controller = jnp.where(eligible, jnp.asarray(controller, jnp.int32), types.LOG)
+    xy = scenario.log_xy[:, 0]
+    yaw = scenario.log_yaw[:, 0]
+    never = jnp.full((a,), INF_T, jnp.int32)
+    zeros = jnp.zeros((a,), jnp.float32)
+    return SimState(
+        t=jnp.zeros((), jnp.int32),
+        xy=xy,
+        yaw=yaw,
+        speed=dynamics.log_speed(scenario.log_vel[:, 0], yaw),
+        accel=zeros,
+        steer=zeros,
+        lat_accel=zeros,
+        route_s=controllers.project_on_route(scenario, xy, cfg),
+        alive=scenario.agent_valid & scenario.log_valid[:, 0],
+        removed=jnp.zeros((a,), bool),
+        goal_t=never,
+        first_collision_t=never,
+        first_offroad_t=never,
+        collision_partner=jnp.full((a,), -1, jnp.int32),
+        cond=cond,
+        controller=controller,
+        key=key,
+    )
+
+
+def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
+    if cfg.discrete_actions:
+        return dynamics.decode_discrete(action, params.accel_grid, params.steer_grid)
+    return action[..., 0], action[..., 1]
+
+
+def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig) -> jax.Array:
+    """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt."""
+    corners = geometry.box_corners(xy, yaw, scenario.size)  # [A, 4, 2]
+    sd = geometry.edge_distance(corners.reshape(-1, 2), scenario, cfg).reshape(-1, 4)
+    return jnp.any(sd > 0.0, -1) & (scenario.obj_type != types.PEDESTRIAN)
+
+
+def step(
+    state: SimState, action: jax.Array, scenario: Scenario, params: SimParams, cfg: SimConfig
+) -> tuple[SimState, StepOut]:
+    """Advance every agent one step. action: int [A] (discrete) or float [A, 2] (accel, steer);
+    only agents with controller POLICY / OTHER_POLICY read it."""
+    t1 = state.t + 1
+    t_log = jnp.minimum(t1, cfg.log_steps - 1)
+    ctrl = state.controller
+    accel_cmd, steer_cmd = _actions(action, params, cfg)
+
+    # Candidate next poses from every controller, selected per agent.
+    length = scenario.size[:, 0]
+    b_xy, b_yaw, b_v = dynamics.bicycle_step(
+        state.xy, state.yaw, state.speed, accel_cmd, steer_cmd, length,
+        params.wheelbase_frac, params.max_speed, params.max_reverse, cfg.dt,
+    )
+    l_xy, l_yaw, l_v, l_valid = controllers.log_replay(scenario, t_log)
+    c_xy, c_yaw, c_v = controllers.constant_velocity(state, cfg.dt)
+    is_policy = (ctrl == types.POLICY) | (ctrl == types.OTHER_POLICY)
+    is_log = ctrl == types.LOG
+    has_route = scenario.route_len >= 2
+    pick = lambda p, l, c: jnp.where(  # noqa: E731
+        _bcast(is_policy, p), p, jnp.where(_bcast(is_log, l), l, c)
+    )
+    xy, yaw, speed = pick(b_xy, l_xy, c_xy), pick(b_yaw, l_yaw, c_yaw), pick(b_v, l_v, c_v)
+    route_s = state.route_s
+    if cfg.enable_idm:
+        i_xy, i_yaw, i_v, i_s = controllers.idm(state, scenario, params.idm, cfg)
+        use_idm = (ctrl == types.IDM) & has_route
+        xy = jnp.where(use_idm[:, None], i_xy, xy)
+        yaw, speed = jnp.where(use_idm, i_yaw, yaw), jnp.where(use_idm, i_v, speed)
+        route_s = jnp.where(use_idm, i_s, route_s)
+
+    # Who is in the world after the step; removed agents stay frozen where they were.
+    active = state.alive
+    alive = jnp.where(is_log, scenario.agent_valid & l_valid, state.alive) & ~state.removed
+    moving = alive & active
+    xy = jnp.where(moving[:, None], xy, jnp.where(is_log[:, None] & alive[:, None], l_xy, state.xy))
+    yaw = jnp.where(moving, yaw, jnp.where(is_log & alive, l_yaw, state.yaw))
+    speed = jnp.where(alive, speed, 0.0)
+
+    # Events.
+    overlap = geometry.overlap_matrix(xy, yaw, scenario.size) & alive[None, :] & alive[:, None]
+    collided = jnp.any(overlap, -1)
+    partner = jnp.argmax(overlap, -1).astype(jnp.int32)
+    offroad = _offroad(xy, yaw, scenario, cfg) & alive
+    goal_dist = jnp.linalg.norm(xy - scenario.goal, axis=-1)
+    at_goal = alive & (goal_dist < state.cond[:, 0]) & (jnp.abs(speed) <= state.cond[:, 9])
+
+    # Reward.
+    accel = jnp.where(is_policy, accel_cmd, (speed - state.speed) / cfg.dt)
+    lat_accel = speed * dynamics.wrap_angle(yaw - state.yaw) / cfg.dt
+    heading_err, lateral, _, on_lane = geometry.lane_frame(xy, yaw, scenario, cfg)
+    kin = reward_lib.Kinematics(
+        speed=speed, accel=accel, lat_accel=lat_accel,
+        jerk_long=(accel - state.accel) / cfg.dt, jerk_lat=(lat_accel - state.lat_accel) / cfg.dt,
+        heading_err=heading_err, lateral=lateral, on_lane=on_lane,
+    )
+    rew = reward_lib.reward(state.cond, kin, collided, offroad, at_goal, cfg.dt)
+    rew = jnp.where(active & alive, rew, 0.0)
+
+    # Removal and bookkeeping (log-replayed agents are never removed).
+    event = at_goal | ((collided | offroad) if cfg.remove_on_event else False)
+    removed_now = event & active & ~is_log
+    first = lambda old, hit: jnp.where(hit & (old == INF_T), t1, old)  # noqa: E731
+    new_collision = collided & (state.first_collision_t == INF_T)
+    truncated = (t1 >= cfg.episode_steps) & alive & ~removed_now
+    new_state = state.replace(
+        t=t1,
+        xy=xy,
+        yaw=yaw,
+        speed=speed,
+        accel=accel,
+        steer=jnp.where(is_policy, steer_cmd, 0.0),
+        lat_accel=lat_accel,
+        route_s=route_s,
+        alive=alive & ~removed_now,
+        removed=state.removed | removed_now,
+        goal_t=first(state.goal_t, at_goal),
+        first_collision_t=first(state.first_collision_t, collided),
+        first_offroad_t=first(state.first_offroad_t, offroad),
+        collision_partner=jnp.where(new_collision, partner, state.collision_partner),
+    )
+    out = StepOut(
+        reward=rew,
+        terminated=removed_now,
+        truncated=truncated,
+        collided=collided,
+        offroad=offroad,
+        at_goal=at_goal,
+        active=active,
+    )
+    return new_state, out
+
+
+def _bcast(mask: jax.Array, like: jax.Array) -> jax.Array:
+    return mask.reshape(mask.shape + (1,) * (like.ndim - mask.ndim))
+
+
+@struct.dataclass
+class Trajectory:
+    """Per-step outputs of a rollout, stacked on a leading time axis [N, ...]."""
+
+    action: jax.Array
+    out: StepOut
+    obs: Obs | None = None
+    state: SimState | None = None  # the state *before* each step (snapshots), if kept
+
+
+PolicyFn = Callable[[jax.Array, Obs, SimState, jax.Array], jax.Array]
+
+
+def rollout(
+    policy_fn: PolicyFn,
+    policy_params,
+    state: SimState,
+    scenario: Scenario,
+    params: SimParams,
+    cfg: SimConfig,
+    num_steps: int,
+    keep_obs: bool = False,
+    keep_states: bool = False,
+) -> tuple[SimState, Trajectory]:
+    """lax.scan of observe -> policy -> step for num_steps (static).
+
+    policy_fn(policy_params, obs, state, key) -> action; its key is split off state.key each step,
+    so a rollout is a function of the starting state alone (snapshots replay exactly).
+    """
+
+    def body(s: SimState, _):
+        key, sub = jax.random.split(s.key)
+        s = s.replace(key=key)
+        obs = observe(s, scenario, cfg)
+        action = policy_fn(policy_params, obs, s, sub)
+        s_next, out = step(s, action, scenario, params, cfg)
+        traj = Trajectory(
+            action=action, out=out, obs=obs if keep_obs else None, state=s if keep_states else None
+        )
+        return s_next, traj
+
+    return jax.lax.scan(body, state, None, length=num_steps)
+
+
+# ----------------------------------------------------------------------------- scenario bank
+
+
+def stack_scenarios(scenarios: list[Scenario]) -> Scenario:
+    """A bank: scenarios stacked on a leading axis [N, ...] (all built with the same SimConfig)."""
+    return jax.tree.map(lambda *x: jnp.stack(x), *scenarios)
+
+
+def take_scenario(bank: Scenario, idx: jax.Array) -> Scenario:
+    """Scenario idx [] of a bank (a gather; under vmap, one per batch element)."""
+    return jax.tree.map(lambda x: x[idx], bank)
+
+
+def auto_reset(
+    state: SimState,
+    scene_idx: jax.Array,
+    done: jax.Array,
+    bank: Scenario,
+    cond_fn: Callable[[jax.Array], jax.Array],
+    cfg: SimConfig,
+) -> tuple[SimState, jax.Array]:
+    """Branch-free reset to a random scene of the bank where `done` [] is set.
+
+    cond_fn(key) -> [A, COND_DIM] conditions for the new episode. Returns (state, scene_idx);
+    both are selected leaf by leaf with jnp.where, so it vmaps without running a cond.
+    """
+    key, k_scene, k_cond, k_state = jax.random.split(state.key, 4)
+    n = jax.tree.leaves(bank)[0].shape[0]
+    new_idx = jax.random.randint(k_scene, (), 0, n)
+    fresh = reset(take_scenario(bank, new_idx), k_state, cond_fn(k_cond), cfg)
+    state = state.replace(key=key)
+    merged = jax.tree.map(lambda f, s: jnp.where(done, f, s), fresh, state)
+    return merged, jnp.where(done, new_idx, scene_idx)

@@ -1,0 +1,200 @@
+"""Geometry: oriented boxes, separating-axis overlap, segment distances, the road grid index."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from cp_jax.sim import types
+
+
+def rotate(xy: jax.Array, yaw: jax.Array) -> jax.Array:
+    """Rotate vectors [..., 2] by yaw [...] (counter-clockwise)."""
+    c, s = jnp.cos(yaw), jnp.sin(yaw)
+    return jnp.stack([c * xy[..., 0] - s * xy[..., 1], s * xy[..., 0] + c * xy[..., 1]], -1)
+
+
+def to_frame(xy: jax.Array, origin: jax.Array, yaw: jax.Array) -> jax.Array:
+    """World points [..., 2] into the frame at origin [..., 2] with heading yaw [...]."""
+    return rotate(xy - origin, -yaw)
+
+
+def box_corners(xy: jax.Array, yaw: jax.Array, size: jax.Array) -> jax.Array:
+    """Corners [..., 4, 2] of boxes at xy [..., 2], yaw [...], size [..., 2] = (length, width)."""
+    half = 0.5 * size
+    signs = jnp.array([[1.0, 1.0], [1.0, -1.0], [-1.0, -1.0], [-1.0, 1.0]])
+    local = signs * half[..., None, :]
+    return xy[..., None, :] + rotate(local, yaw[..., None])
+
+
+def overlap_matrix(xy: jax.Array, yaw: jax.Array, size: jax.Array) -> jax.Array:
+    """Pairwise oriented-box overlap by the separating-axis theorem.
+
+    xy [A, 2], yaw [A], size [A, 2] -> [A, A] bool (diagonal False). Touching boxes (a shared
+    edge or corner, zero penetration) do not overlap.
+    """
+    half_l, half_w = 0.5 * size[:, 0], 0.5 * size[:, 1]
+    d = xy[None, :, :] - xy[:, None, :]  # [i, j] vector from i to j
+    dyaw = yaw[None, :] - yaw[:, None]
+    c, s = jnp.abs(jnp.cos(dyaw)), jnp.abs(jnp.sin(dyaw))
+    ci, si = jnp.cos(yaw)[:, None], jnp.sin(yaw)[:, None]
+    cj, sj = jnp.cos(yaw)[None, :], jnp.sin(yaw)[None, :]
+    # Axes of box i: projections of d and of box j's extents.
+    d_li = jnp.abs(d[..., 0] * ci + d[..., 1] * si)
+    d_wi = jnp.abs(-d[..., 0] * si + d[..., 1] * ci)
+    r_j_on_li = half_l[None, :] * c + half_w[None, :] * s
+    r_j_on_wi = half_l[None, :] * s + half_w[None, :] * c
+    # Axes of box j.
+    d_lj = jnp.abs(d[..., 0] * cj + d[..., 1] * sj)
+    d_wj = jnp.abs(-d[..., 0] * sj + d[..., 1] * cj)
+    r_i_on_lj = half_l[:, None] * c + half_w[:, None] * s
+    r_i_on_wj = half_l[:, None] * s + half_w[:, None] * c
+    eps = 1e-6
+    overlap = (
+        (d_li < half_l[:, None] + r_j_on_li - eps)
+        & (d_wi < half_w[:, None] + r_j_on_wi - eps)
+        & (d_lj < half_l[None, :] + r_i_on_lj - eps)
+        & (d_wj < half_w[None, :] + r_i_on_wj - eps)
+    )
+    return overlap & ~jnp.eye(xy.shape[0], dtype=bool)
+
+
+def point_segment(p: jax.Array, a: jax.Array, b: jax.Array):
+    """Closest-point parameter and distance from points p [..., 2] to segments a-b [..., 2].
+
+    Returns (t [...] in [0, 1], dist [...]).
+    """
+    ab = b - a
+    denom = jnp.maximum(jnp.sum(ab * ab, -1), 1e-12)
+    t = jnp.clip(jnp.sum((p - a) * ab, -1) / denom, 0.0, 1.0)
+    closest = a + t[..., None] * ab
+    return t, jnp.linalg.norm(p - closest, axis=-1)
+
+
+def signed_distance(p, a, b, tan0, tan1, valid):
+    """Signed distance from points p [P, 2] to the nearest of candidate segments [P, M, ...].
+
+    a, b, tan0, tan1: [P, M, 2]; valid [P, M]. Positive = right of the nearest segment (off-road
+    for road edges, which keep the road on their left). At a vertex the sign uses the tangent
+    bisector, so convex and concave corners are signed correctly. No valid candidate -> +inf
+    ("far from any edge").
+    """
+    t, dist = point_segment(p[:, None, :], a, b)
+    dist = jnp.where(valid, dist, jnp.inf)
+    idx = jnp.argmin(dist, axis=-1)
+    take = lambda x: jnp.take_along_axis(x, idx[:, None, None], axis=1)[:, 0]  # noqa: E731
+    t_n = jnp.take_along_axis(t, idx[:, None], axis=1)[:, 0]
+    a_n, b_n = take(a), take(b)
+    seg = b_n - a_n
+    seg = seg / jnp.maximum(jnp.linalg.norm(seg, axis=-1, keepdims=True), 1e-9)
+    tangent = jnp.where(t_n[:, None] <= 1e-6, take(tan0), jnp.where(t_n[:, None] >= 1 - 1e-6, take(tan1), seg))
+    closest = a_n + t_n[:, None] * (b_n - a_n)
+    rel = p - closest
+    cross = tangent[:, 0] * rel[:, 1] - tangent[:, 1] * rel[:, 0]  # > 0: left of the edge
+    d = jnp.min(dist, axis=-1)
+    return jnp.where(cross > 0, -d, d)
+
+
+def cell_of(xy: jax.Array, origin: jax.Array, cell: jax.Array, grid_size: int) -> jax.Array:
+    """Flat grid cell index [...] of points [..., 2], clamped to the grid."""
+    ij = jnp.floor((xy - origin) / cell).astype(jnp.int32)
+    ij = jnp.clip(ij, 0, grid_size - 1)
+    return ij[..., 1] * grid_size + ij[..., 0]
+
+
+def _segment_rect_distance(a, b, lo, hi):
+    """Approximate distance [C, S] from segments a-b [S, 2] to axis-aligned cells lo, hi [C, 2].
+
+    Exact when the segment is outside the cell and no longer than the cell; zero when an endpoint
+    or the midpoint is inside. Good enough for ranking candidates.
+    """
+    center = 0.5 * (lo + hi)
+    half = 0.5 * (hi - lo)
+    # Distance from the closest point on the segment to the cell centre, minus the cell extent.
+    t, _ = point_segment(center[:, None, :], a[None], b[None])
+    closest = a[None] + t[..., None] * (b - a)[None]
+    gap = jnp.maximum(jnp.abs(closest - center[:, None, :]) - half[:, None, :], 0.0)
+    return jnp.linalg.norm(gap, axis=-1)
+
+
+@functools.partial(jax.jit, static_argnames=("cfg",))
+def build_road_index(road_xy0, road_xy1, road_type, road_valid, cfg: types.SimConfig):
+    """Uniform grid over the road's bounding box, built once per scene.
+
+    Returns (origin [2], cell [], cell_edges [G2, Me], cell_lanes [G2, Ml], cell_road [G2, k]):
+    per cell, the ids of the road-edge segments and lane segments nearest the cell (by distance to
+    the cell's square) and of the k road segments of any type nearest the cell centre; -1 pads.
+    """
+    g = cfg.grid_size
+    pts = jnp.concatenate([road_xy0, road_xy1], 0)
+    ok = jnp.concatenate([road_valid, road_valid], 0)
+    lo = jnp.min(jnp.where(ok[:, None], pts, jnp.inf), 0)
+    hi = jnp.max(jnp.where(ok[:, None], pts, -jnp.inf), 0)
+    lo = jnp.where(jnp.isfinite(lo), lo, 0.0) - 5.0
+    hi = jnp.where(jnp.isfinite(hi), hi, 0.0) + 5.0
+    cell = jnp.max(hi - lo) / g
+    ii, jj = jnp.meshgrid(jnp.arange(g), jnp.arange(g), indexing="xy")
+    cell_lo = lo + cell * jnp.stack([ii.ravel(), jj.ravel()], -1).astype(jnp.float32)
+
+    def nearest(dist, mask, k):
+        dist = jnp.where(mask[None, :], dist, jnp.inf)
+        neg, idx = jax.lax.top_k(-dist, k)
+        return jnp.where(jnp.isfinite(neg), idx, -1).astype(jnp.int32)
+
+    def row_fn(row):  # one row of cells at a time bounds memory at [G, S]
+        rlo = jax.lax.dynamic_slice_in_dim(cell_lo, row * g, g)
+        rhi = rlo + cell
+        d_rect = _segment_rect_distance(road_xy0, road_xy1, rlo, rhi)
+        center = rlo + 0.5 * cell
+        _, d_center = point_segment(center[:, None, :], road_xy0[None], road_xy1[None])
+        edges = nearest(d_rect, road_valid & (road_type == types.ROAD_EDGE), cfg.cell_edges)
+        lanes = nearest(d_rect, road_valid & (road_type == types.LANE), cfg.cell_lanes)
+        road = nearest(d_center, road_valid, cfg.obs_road)
+        return edges, lanes, road
+
+    edges, lanes, road = jax.lax.map(row_fn, jnp.arange(g))
+    flat = lambda x: x.reshape(g * g, -1)  # noqa: E731
+    return lo, cell, flat(edges), flat(lanes), flat(road)
+
+
+def gather_segments(scenario, ids: jax.Array):
+    """Segments for ids [...] (-1 = none): (a [..., 2], b [..., 2], tan0, tan1, valid [...])."""
+    safe = jnp.maximum(ids, 0)
+    valid = (ids >= 0) & scenario.road_valid[safe]
+    return (
+        scenario.road_xy0[safe], scenario.road_xy1[safe],
+        scenario.road_tan0[safe], scenario.road_tan1[safe], valid,
+    )
+
+
+def edge_distance(points: jax.Array, scenario, cfg: types.SimConfig) -> jax.Array:
+    """Signed distance [P] of points [P, 2] to road edges via the grid (positive = off-road)."""
+    cells = cell_of(points, scenario.grid_origin, scenario.grid_cell, cfg.grid_size)
+    a, b, t0, t1, valid = gather_segments(scenario, scenario.cell_edges[cells])
+    return signed_distance(points, a, b, t0, t1, valid)
+
+
+def lane_frame(xy: jax.Array, yaw: jax.Array, scenario, cfg: types.SimConfig):
+    """Pose relative to the nearest lane centreline segment, via the grid.
+
+    xy [A, 2], yaw [A] -> (heading error [A] in (-pi, pi], lateral offset [A] (positive = right of
+    the centreline), distance [A], found [A] bool).
+    """
+    cells = cell_of(xy, scenario.grid_origin, scenario.grid_cell, cfg.grid_size)
+    a, b, _, _, valid = gather_segments(scenario, scenario.cell_lanes[cells])
+    _, dist = point_segment(xy[:, None, :], a, b)
+    dist = jnp.where(valid, dist, jnp.inf)
+    idx = jnp.argmin(dist, -1)
+    pick = lambda x: jnp.take_along_axis(x, idx[:, None, None], 1)[:, 0]  # noqa: E731
+    a_n, b_n = pick(a), pick(b)
+    seg = b_n - a_n
+    lane_yaw = jnp.arctan2(seg[:, 1], seg[:, 0])
+    err = jnp.arctan2(jnp.sin(yaw - lane_yaw), jnp.cos(yaw - lane_yaw))
+    rel = xy - a_n
+    norm = jnp.maximum(jnp.linalg.norm(seg, axis=-1), 1e-9)
+    lateral = -(seg[:, 0] * rel[:, 1] - seg[:, 1] * rel[:, 0]) / norm
+    d = jnp.min(dist, -1)
+    found = jnp.isfinite(d)
+    return jnp.where(found, err, 0.0), jnp.where(found, lateral, 0.0), d, found

@@ -1,0 +1,252 @@
+"""Datatypes of the simulator: a static config, the scene, the dynamic state, outputs.
+
+Shapes use A = max_agents, S = max_road_segments, L = max_lanes, T = log_steps,
+R = max_route_points, G2 = grid_size**2, K = obs_partners, k = obs_road.
+Everything except `SimConfig` is a pytree of arrays; leading batch dimensions come from vmap.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+INF_T = 1_000_000  # "never" for event times (goal_t, first_collision_t, ...)
+
+# Controller ids (SimState.controller).
+POLICY, LOG, CONST_VEL, IDM, OTHER_POLICY = 0, 1, 2, 3, 4
+CONTROLLER_NAMES = ("policy", "log", "const_vel", "idm", "other_policy")
+
+# Object types (Scenario.obj_type).
+VEHICLE, PEDESTRIAN, CYCLIST, OTHER_OBJECT = 0, 1, 2, 3
+OBJECT_TYPES = ("vehicle", "pedestrian", "cyclist", "other")
+
+# Road segment types (Scenario.road_type); 7 kinds, one-hot in the network.
+LANE, ROAD_EDGE, ROAD_LINE, CROSSWALK, STOP_SIGN, SPEED_BUMP, DRIVEWAY = range(7)
+ROAD_TYPES = ("lane", "road_edge", "road_line", "crosswalk", "stop_sign", "speed_bump", "driveway")
+
+# Traffic-light states (Scenario.tl_state).
+TL_NONE, TL_STOP, TL_CAUTION, TL_GO = 0, 1, 2, 3
+
+COND_DIM = 10
+COND_FIELDS = (
+    "goal_radius", "alpha_coll", "alpha_bnd", "alpha_comfort", "alpha_l_align",
+    "alpha_vel_align", "alpha_l_center", "alpha_center_bias", "alpha_reverse", "goal_speed",
+)
+EGO_DIM, PARTNER_DIM, ROAD_DIM = 7, 8, 7
+
+
+@dataclasses.dataclass(frozen=True)
+class SimConfig:
+    """Static sizes and modes. Hashable: one compiled program per config."""
+
+    max_agents: int = 32
+    max_road_segments: int = 1024
+    max_lanes: int = 64
+    max_lane_successors: int = 4
+    max_route_points: int = 160
+    route_spacing: float = 1.0  # metres between route points
+    log_steps: int = 91
+    episode_steps: int = 90  # number of step() calls until truncation
+    dt: float = 0.1
+    obs_partners: int = 31
+    obs_road: int = 128
+    partner_radius: float = 50.0
+    grid_size: int = 32  # cells per side of the road index
+    cell_edges: int = 24  # road-edge candidates kept per cell (off-road test)
+    cell_lanes: int = 12  # lane candidates kept per cell (reward's lane terms, IDM)
+    discrete_actions: bool = True
+    remove_on_event: bool = True  # False: "keep driving" after a collision / off-road
+    enable_idm: bool = True  # False compiles the IDM controller out of step()
+    idm_lookahead: int = 24  # route points ahead scanned for leaders
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        positive_ints = (
+            "max_agents", "max_road_segments", "max_lanes", "max_lane_successors",
+            "max_route_points", "log_steps", "episode_steps", "obs_partners", "obs_road",
+            "grid_size", "cell_edges", "cell_lanes", "idm_lookahead",
+        )
+        for name in positive_ints:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ValueError(f"SimConfig.{name} must be a positive int, got {value!r}")
+        for name in ("dt", "partner_radius", "route_spacing"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"SimConfig.{name} must be > 0, got {value!r}")
+        if self.episode_steps >= self.log_steps + 1000:
+            raise ValueError("SimConfig.episode_steps is implausibly large")
+        if self.obs_partners >= self.max_agents:
+            raise ValueError(
+                f"SimConfig.obs_partners ({self.obs_partners}) must be < max_agents ({self.max_agents})"
+            )
+        if self.obs_road > self.max_road_segments:
+            raise ValueError(
+                f"SimConfig.obs_road ({self.obs_road}) must be <= max_road_segments "
+                f"({self.max_road_segments})"
+            )
+        for name in ("cell_edges", "cell_lanes"):
+            if getattr(self, name) > self.max_road_segments:
+                raise ValueError(f"SimConfig.{name} must be <= max_road_segments")
+        if self.idm_lookahead > self.max_route_points:
+            raise ValueError("SimConfig.idm_lookahead must be <= max_route_points")
+
+    @property
+    def num_cells(self) -> int:
+        return self.grid_size * self.grid_size
+
+
+@struct.dataclass
+class Scenario:
+    """One padded scene. Static over an episode; invalid entries are masked, never dropped."""
+
+    # Road network, as straight segments.
+    road_xy0: jax.Array  # [S, 2] segment start
+    road_xy1: jax.Array  # [S, 2] segment end
+    road_tan0: jax.Array  # [S, 2] unit tangent bisector at the start vertex (sign of distance)
+    road_tan1: jax.Array  # [S, 2] unit tangent bisector at the end vertex
+    road_type: jax.Array  # [S] int32, ROAD_TYPES
+    road_lane: jax.Array  # [S] int32 lane id for LANE segments, -1 otherwise
+    road_valid: jax.Array  # [S] bool
+    # Lane graph.
+    lane_succ: jax.Array  # [L, max_lane_successors] int32, -1 padded
+    lane_left: jax.Array  # [L] int32 left neighbour lane, -1 none
+    lane_right: jax.Array  # [L] int32 right neighbour lane, -1 none
+    lane_valid: jax.Array  # [L] bool
+    tl_state: jax.Array  # [L, T] int32 TL_* for the lane's entry at each log step
+    # Objects.
+    log_xy: jax.Array  # [A, T, 2]
+    log_yaw: jax.Array  # [A, T] radians
+    log_vel: jax.Array  # [A, T, 2]
+    log_valid: jax.Array  # [A, T] bool
+    size: jax.Array  # [A, 2] (length, width) metres
+    obj_type: jax.Array  # [A] int32, OBJECT_TYPES
+    agent_valid: jax.Array  # [A] bool: a real object in this slot
+    controllable: jax.Array  # [A] bool: may be driven by a policy / IDM
+    goal: jax.Array  # [A, 2]
+    sdc: jax.Array  # [] int32 index of the self-driving car (ego by default)
+    # Routes along the lane graph, resampled every route_spacing metres (for IDM).
+    route_xy: jax.Array  # [A, R, 2]
+    route_lane: jax.Array  # [A, R] int32
+    route_len: jax.Array  # [A] int32 number of valid route points
+    priority: jax.Array  # [A] int32, lower = right of way (IDM yielding)
+    # Spatial index, built once per scene (cp_jax.sim.geometry.build_road_index).
+    grid_origin: jax.Array  # [2] lower-left corner
+    grid_cell: jax.Array  # [] cell side in metres
+    cell_edges: jax.Array  # [G2, cell_edges] int32 road-edge segment ids nearest the cell, -1 pad
+    cell_lanes: jax.Array  # [G2, cell_lanes] int32 lane segment ids nearest the cell, -1 pad
+    cell_road: jax.Array  # [G2, obs_road] int32 segment ids nearest the cell centre, -1 pad
+
+
+@struct.dataclass
+class SimState:
+    """Everything needed to resume a rollout exactly. A snapshot is this pytree."""
+
+    t: jax.Array  # [] int32 step index (log frame of the current poses)
+    xy: jax.Array  # [A, 2]
+    yaw: jax.Array  # [A]
+    speed: jax.Array  # [A] signed, along the heading
+    accel: jax.Array  # [A] last longitudinal acceleration
+    steer: jax.Array  # [A] last steering angle
+    lat_accel: jax.Array  # [A] last lateral acceleration (for jerk)
+    route_s: jax.Array  # [A] arc length along the route (IDM)
+    alive: jax.Array  # [A] bool: in the world now
+    removed: jax.Array  # [A] bool: taken out by an event (goal, collision, off-road)
+    goal_t: jax.Array  # [A] int32, INF_T if not reached
+    first_collision_t: jax.Array  # [A] int32
+    first_offroad_t: jax.Array  # [A] int32
+    collision_partner: jax.Array  # [A] int32, -1 none (partner of the first collision)
+    cond: jax.Array  # [A, COND_DIM] reward condition
+    controller: jax.Array  # [A] int32 controller id
+    key: jax.Array  # PRNG key driving everything stochastic from here on
+
+
+@struct.dataclass
+class StepOut:
+    """Per-agent results of one step."""
+
+    reward: jax.Array  # [A]
+    terminated: jax.Array  # [A] bool: removed this step by goal / collision / off-road
+    truncated: jax.Array  # [A] bool: alive at the time limit
+    collided: jax.Array  # [A] bool: overlapping another alive agent after the step
+    offroad: jax.Array  # [A] bool
+    at_goal: jax.Array  # [A] bool
+    active: jax.Array  # [A] bool: alive before the step (the reward is meaningful)
+
+
+@struct.dataclass
+class Obs:
+    """Ego-centric observation of every agent (rows of invalid agents are zero)."""
+
+    ego: jax.Array  # [A, 7]
+    cond: jax.Array  # [A, 10] in [-1, 1]
+    partners: jax.Array  # [A, K, 8]
+    partner_mask: jax.Array  # [A, K] bool
+    road: jax.Array  # [A, k, 7]
+    road_mask: jax.Array  # [A, k] bool
+
+    def flat(self) -> jax.Array:
+        """[A, 7 + 10 + K*9 + k*8] one vector per agent (features then masks)."""
+        a = self.ego.shape[:-1]
+        return jnp.concatenate(
+            [
+                self.ego,
+                self.cond,
+                self.partners.reshape(*a, -1),
+                self.partner_mask.astype(self.ego.dtype),
+                self.road.reshape(*a, -1),
+                self.road_mask.astype(self.ego.dtype),
+            ],
+            axis=-1,
+        )
+
+
+@struct.dataclass
+class IDMParams:
+    """Intelligent Driver Model parameters (arrays, so they can change without recompiling)."""
+
+    desired_speed: jax.Array  # [] or [A] m/s
+    min_gap: jax.Array  # m
+    headway: jax.Array  # s
+    max_accel: jax.Array  # m/s^2
+    comfort_decel: jax.Array  # m/s^2
+    delta: jax.Array  # acceleration exponent
+
+
+@struct.dataclass
+class SimParams:
+    """Tunable simulator values (arrays)."""
+
+    idm: IDMParams
+    wheelbase_frac: jax.Array  # wheelbase = frac * length
+    max_speed: jax.Array  # m/s, forward limit
+    max_reverse: jax.Array  # m/s, reverse limit (positive)
+    accel_grid: jax.Array  # [7] discrete accelerations m/s^2
+    steer_grid: jax.Array  # [13] discrete steering angles rad
+
+
+def default_idm(**overrides) -> IDMParams:
+    """BehaviorBench's IDM regime values."""
+    values = dict(
+        desired_speed=15.0, min_gap=1.0, headway=1.5, max_accel=1.0, comfort_decel=3.0, delta=4.0
+    )
+    values.update(overrides)
+    return IDMParams(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
+
+
+def default_params(num_accel: int = 7, num_steer: int = 13, **idm_overrides) -> SimParams:
+    """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad."""
+    return SimParams(
+        idm=default_idm(**idm_overrides),
+        wheelbase_frac=jnp.asarray(0.6, jnp.float32),
+        max_speed=jnp.asarray(40.0, jnp.float32),
+        max_reverse=jnp.asarray(5.0, jnp.float32),
+        accel_grid=jnp.linspace(-4.0, 4.0, num_accel, dtype=jnp.float32),
+        steer_grid=jnp.linspace(-1.0, 1.0, num_steer, dtype=jnp.float32),
+    )
