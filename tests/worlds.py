@@ -53,3 +53,13 @@ def straight_road(
         controllable=np.ones(n, bool),
         routes=routes,
     )
+
+
+def small_config(**overrides) -> types.SimConfig:
+    """The small static sizes the tests share (one compiled program per distinct config)."""
+    values = dict(
+        max_agents=8, max_road_segments=256, max_lanes=4, log_steps=21, episode_steps=20,
+        obs_partners=4, obs_road=32, grid_size=8, max_route_points=64, idm_lookahead=16,
+    )
+    values.update(overrides)
+    return types.SimConfig(**values)

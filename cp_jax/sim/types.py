@@ -11,6 +11,7 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 INF_T = 1_000_000  # "never" for event times (goal_t, first_collision_t, ...)
@@ -46,8 +47,8 @@ class SimConfig:
     max_road_segments: int = 1024
     max_lanes: int = 64
     max_lane_successors: int = 4
-    max_route_points: int = 160
-    route_spacing: float = 1.0  # metres between route points
+    max_route_points: int = 96
+    route_spacing: float = 2.0  # metres between route points
     log_steps: int = 91
     episode_steps: int = 90  # number of step() calls until truncation
     dt: float = 0.1
@@ -60,7 +61,7 @@ class SimConfig:
     discrete_actions: bool = True
     remove_on_event: bool = True  # False: "keep driving" after a collision / off-road
     enable_idm: bool = True  # False compiles the IDM controller out of step()
-    idm_lookahead: int = 24  # route points ahead scanned for leaders
+    idm_lookahead: int = 32  # route points ahead scanned for leaders (x route_spacing metres)
 
     def __post_init__(self):
         self.validate()
@@ -240,6 +241,12 @@ def default_idm(**overrides) -> IDMParams:
     return IDMParams(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
 
+def _grid(limit: float, n: int) -> jax.Array:
+    """linspace(-limit, limit, n) with an exact 0 in the middle (odd n)."""
+    values = np.linspace(-limit, limit, n)
+    return jnp.asarray(np.where(np.abs(values) < 1e-9, 0.0, values), jnp.float32)
+
+
 def default_params(num_accel: int = 7, num_steer: int = 13, **idm_overrides) -> SimParams:
     """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad."""
     return SimParams(
@@ -247,6 +254,6 @@ def default_params(num_accel: int = 7, num_steer: int = 13, **idm_overrides) -> 
         wheelbase_frac=jnp.asarray(0.6, jnp.float32),
         max_speed=jnp.asarray(40.0, jnp.float32),
         max_reverse=jnp.asarray(5.0, jnp.float32),
-        accel_grid=jnp.linspace(-4.0, 4.0, num_accel, dtype=jnp.float32),
-        steer_grid=jnp.linspace(-1.0, 1.0, num_steer, dtype=jnp.float32),
+        accel_grid=_grid(4.0, num_accel),
+        steer_grid=_grid(1.0, num_steer),
     )

@@ -1,0 +1,209 @@
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cp_jax.scenarios.builder import SceneError, build_scenario
+from cp_jax.sim import conditions, env, types
+from tests.worlds import small_config, straight_road
+
+CFG = small_config()
+PARAMS = types.default_params()
+KEEP = 45  # discrete action (accel 0, steer 0)
+
+
+def const_policy(action):
+    return lambda p, obs, s, k: jnp.full((CFG.max_agents,), action, jnp.int32)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 5, 6))
+def roll(policy, pp, state, scenario, params, cfg, n):
+    return env.rollout(policy, pp, state, scenario, params, cfg, n, keep_states=True)
+
+
+def _reset(raw, cond="normal", controller=None, cfg=CFG, key=0):
+    sc = build_scenario(raw, cfg)
+    c = conditions.style(cond) if isinstance(cond, str) else cond
+    return sc, env.reset(sc, jax.random.PRNGKey(key), c, cfg, controller)
+
+
+def test_goal_reached_and_removed():
+    # Agent 0 drives at 10 m/s toward a goal 30 m ahead: reaches it within 2 m at ~t = 28-29.
+    sc, s0 = _reset(straight_road([(10, -2, 0, 10)], goals=[(40, -2)]))
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    assert int(fs.goal_t[0]) == types.INF_T  # 20 steps * 1 m = 20 m: not yet
+    sc, s0 = _reset(straight_road([(10, -2, 0, 10)], goals=[(30, -2)]))
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    # Within 2 m of x = 30 at x >= 28.0..: step t gives x = 10 + t, so t = 19 (x = 29 > 28).
+    assert int(fs.goal_t[0]) == 19
+    assert bool(fs.removed[0]) and not bool(fs.alive[0])
+    term = np.asarray(tr.out.terminated[:, 0])
+    assert term.sum() == 1 and term[18]  # index 18 is the step into t = 19
+    np.testing.assert_allclose(float(tr.out.reward[18, 0]), 1.0, atol=0.01)  # the goal bonus
+    assert float(np.abs(tr.out.reward[19:, 0]).sum()) == 0.0  # nothing after removal
+
+
+def test_goal_needs_low_enough_speed():
+    # cautious goal_speed = 5 m/s: at 10 m/s the goal does not count.
+    sc, s0 = _reset(straight_road([(10, -2, 0, 10)], goals=[(30, -2)]), cond="cautious")
+    fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    assert int(fs.goal_t[0]) == types.INF_T
+
+
+def test_timeout_truncates():
+    sc, s0 = _reset(straight_road([(10, -2, 0, 0.0)], goals=[(150, -2)]))
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    trunc = np.asarray(tr.out.truncated[:, 0])
+    assert trunc[-1] and trunc.sum() == 1
+    assert not np.asarray(tr.out.terminated[:, 0]).any()
+    assert bool(fs.alive[0])
+
+
+def test_collision_removes_both_and_records_partner():
+    # Head-on in the same lane, closing at 20 m/s from 10 m apart (gap 5.5 m): collide at t = 3.
+    sc, s0 = _reset(straight_road([(50, -2, 0, 10), (60, -2, np.pi, 10)], goals=[(150, -2), (0, -2)]))
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    np.testing.assert_array_equal(np.asarray(fs.first_collision_t[:2]), [3, 3])
+    np.testing.assert_array_equal(np.asarray(fs.collision_partner[:2]), [1, 0])
+    assert bool(fs.removed[0]) and bool(fs.removed[1])
+    # Collision penalty: -(alpha_coll + 0.1 |v|) = -(3 + 1) for normal.
+    assert float(tr.out.reward[2, 0]) == pytest.approx(-4.0, abs=0.02)
+
+
+def test_keep_driving_mode():
+    cfg = small_config(remove_on_event=False)
+    sc, s0 = _reset(straight_road([(50, -2, 0, 10), (60, -2, np.pi, 10)], goals=[(150, -2), (0, -2)]), cfg=cfg)
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, cfg, 20)
+    assert int(fs.first_collision_t[0]) == 3
+    assert bool(fs.alive[0]) and not bool(fs.removed[0])
+    assert not np.asarray(tr.out.terminated).any()
+
+
+def test_log_replay_is_exact_and_log_agents_not_removed():
+    raw = straight_road([(10, -2, 0, 10), (20, -3.9, 0, 5)])  # agent 1 drives along the edge (off-road)
+    sc, s0 = _reset(raw, controller=jnp.full((CFG.max_agents,), types.LOG))
+    fs, tr = roll(const_policy(0), None, s0, sc, PARAMS, CFG, 20)
+    np.testing.assert_allclose(np.asarray(fs.xy[:2]), raw.log_xy[:, 20], atol=1e-4)
+    assert bool(fs.alive[1]) and int(fs.first_offroad_t[1]) == 1  # flagged, but not removed
+
+
+def test_constant_velocity_and_idm_follow_a_leader():
+    # Agent 1 (IDM, 15 m/s desired) starts 30 m behind agent 0, which is parked in the lane.
+    raw = straight_road([(80, -2, 0, 0.0), (50, -2, 0, 10.0), (20, 2, np.pi, 10.0)], goals=[(80, -2), (190, -2), (-50, 2)], steps=21)
+    ctrl = jnp.array([types.LOG, types.IDM, types.CONST_VEL] + [types.LOG] * 5)
+    cfg = small_config(log_steps=21, episode_steps=20)
+    sc, s0 = _reset(raw, controller=ctrl, cfg=cfg)
+    # The parked car's goal equals its start: it is forced to log replay anyway.
+    assert int(s0.controller[0]) == types.LOG
+    fs, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, cfg, 20)
+    np.testing.assert_allclose(np.asarray(fs.xy[2]), [0.0, 2.0], atol=1e-3)  # 20 m west at 10 m/s
+    # IDM brakes behind the parked car: no collision, gap kept >= min gap.
+    assert int(fs.first_collision_t[1]) == types.INF_T
+    assert float(fs.xy[1, 0]) < 80 - 4.5 - 1.0
+    assert float(fs.speed[1]) < 10.0
+
+
+def test_idm_stops_at_red_light():
+    raw = straight_road([(45, -2, 0, 8.0)], goals=[(190, -2)])
+    # Split the eastbound lane in two at x = 60; the second half's entry shows STOP.
+    east = raw.lanes[0]
+    raw.lanes = [east[east[:, 0] <= 60], raw.lanes[1], east[east[:, 0] >= 60]]
+    raw.lane_succ, raw.lane_left, raw.lane_right = [[2], [], []], [-1] * 3, [-1] * 3
+    raw.routes = [[0, 2]]
+    raw.tl_state = np.zeros((3, 21), np.int32)
+    raw.tl_state[2] = types.TL_STOP
+    ctrl = jnp.full((CFG.max_agents,), types.IDM)
+    sc, s0 = _reset(raw, controller=ctrl)
+    fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    assert 50.0 < float(fs.xy[0, 0]) < 60.0 - 2.25
+    raw.tl_state[2] = types.TL_GO
+    sc, s0 = _reset(raw, controller=ctrl)
+    fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    assert float(fs.xy[0, 0]) > 60.0
+
+
+def random_policy(p, obs, s, key):
+    """Random actions, but slower for agents whose condition asks for a low goal speed."""
+    act = jax.random.randint(key, (CFG.max_agents,), 0, 91)
+    slow = s.cond[:, 9] < 10.0
+    return jnp.where(slow, 3 * 13 + act % 13 - 26, act)  # low-accel rows for slow agents
+
+
+def _world():
+    return straight_road(
+        [(10, -2, 0, 8), (40, -2, 0, 6), (150, 2, np.pi, 8), (100, 2, np.pi, 5)],
+        goals=[(60, -2), (120, -2), (60, 2), (20, 2)], length=200, steps=21,
+    )
+
+
+def test_determinism_same_seed_same_outputs():
+    sc, s0 = _reset(_world())
+    a = roll(random_policy, None, s0, sc, PARAMS, CFG, 20)
+    b = roll(random_policy, None, s0, sc, PARAMS, CFG, 20)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def test_snapshots_are_states():
+    """Run 10 steps, keep the state, continue to the end twice with the same key (identical), once
+    with another key (different), once with another condition for one agent (only it differs)."""
+    sc, s0 = _reset(_world())
+    snap, _ = roll(random_policy, None, s0, sc, PARAMS, CFG, 10)
+    rest = lambda s: roll(random_policy, None, s, sc, PARAMS, CFG, 10)  # noqa: E731
+    (f1, t1), (f2, t2) = rest(snap), rest(snap)
+    for x, y in zip(jax.tree.leaves((f1, t1)), jax.tree.leaves((f2, t2)), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    # The uninterrupted 20-step rollout equals 10 + 10 from the snapshot.
+    full, _ = roll(random_policy, None, s0, sc, PARAMS, CFG, 20)
+    np.testing.assert_array_equal(np.asarray(full.xy), np.asarray(f1.xy))
+
+    f3, _ = rest(snap.replace(key=jax.random.PRNGKey(123)))
+    assert not np.allclose(np.asarray(f3.xy[:4]), np.asarray(f1.xy[:4]))
+
+    # Agent 3 (far from the others) gets the cautious condition: only its path and rewards change.
+    f4, t4 = rest(snap.replace(cond=snap.cond.at[3].set(conditions.style("cautious"))))
+    changed = np.any(np.abs(np.asarray(f4.xy) - np.asarray(f1.xy)) > 1e-6, axis=-1)
+    np.testing.assert_array_equal(changed[:4], [False, False, False, True])
+    r_changed = np.any(np.asarray(t4.out.reward) != np.asarray(t1.out.reward), axis=0)
+    np.testing.assert_array_equal(r_changed[:4], [False, False, False, True])
+
+
+def test_auto_reset_is_branch_free_and_picks_a_bank_scene():
+    scenes = [build_scenario(_world(), CFG), build_scenario(straight_road([(5, -2, 0, 3)]), CFG)]
+    bank = env.stack_scenarios(scenes)
+    cond_fn = lambda k: conditions.sample(k, (CFG.max_agents,))  # noqa: E731
+    s0 = env.reset(scenes[0], jax.random.PRNGKey(0), conditions.style("normal"), CFG)
+    s0 = s0.replace(t=jnp.asarray(7))
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), s0)
+    f = jax.vmap(lambda s, i, d: env.auto_reset(s, i, d, bank, cond_fn, CFG))
+    out, idx = f(batch, jnp.array([0, 0]), jnp.array([False, True]))
+    assert int(out.t[0]) == 7 and int(idx[0]) == 0  # not done: untouched (except its key)
+    assert int(out.t[1]) == 0  # done: fresh episode
+    fresh = env.reset(scenes[int(idx[1])], out.key[1], out.cond[1], CFG)
+    np.testing.assert_array_equal(np.asarray(out.xy[1]), np.asarray(fresh.xy))
+    assert float(out.cond[1, 0, 9]) != float(s0.cond[0, 9])  # a sampled condition
+
+
+def test_bad_config_names_the_field():
+    with pytest.raises(ValueError, match="max_agents"):
+        types.SimConfig(max_agents=0)
+    with pytest.raises(ValueError, match="dt"):
+        types.SimConfig(dt=-0.1)
+    with pytest.raises(ValueError, match="obs_partners"):
+        types.SimConfig(max_agents=8, obs_partners=8)
+    with pytest.raises(ValueError, match="grid_size"):
+        types.SimConfig(grid_size=1.5)
+
+
+def test_scene_larger_than_static_sizes_names_the_field():
+    raw = straight_road([(10 + 8 * i, -2, 0, 5) for i in range(9)])
+    with pytest.raises(SceneError, match="objects.*max_agents"):
+        build_scenario(raw, CFG)
+    with pytest.raises(SceneError, match="roads.*max_road_segments"):
+        build_scenario(straight_road([(10, -2, 0, 5)]), small_config(max_road_segments=40, obs_road=16, cell_edges=16, cell_lanes=8))
+    bad = straight_road([(10, -2, 0, 5)])
+    bad.log_xy[0, 3, 0] = np.nan
+    with pytest.raises(SceneError, match="'straight'.*log_xy"):
+        build_scenario(bad, CFG)
