@@ -59,8 +59,9 @@ def tl_program(layout: layouts.Layout, n_steps: int, rng: np.random.Generator) -
     return out
 
 
-def _place_agents(layout, num_agents, rng):
-    """Starts (xy, yaw, speed), routes and priorities, spaced MIN_START_GAP apart."""
+def _place_agents(layout, num_agents, rng, start_fraction=0.35, min_gap=MIN_START_GAP):
+    """Starts (xy, yaw, speed), routes and priorities, at least min_gap apart, in the first
+    start_fraction of a route."""
     occupied = [np.array(p[:2]) for p in layout.parked]
     agents = []
     order = rng.permutation(len(layout.routes))
@@ -71,9 +72,9 @@ def _place_agents(layout, num_agents, rng):
         route = layout.routes[route_id]
         poly = _route_polyline(layout, route)
         length = _polyline_length(poly)[-1]
-        s = rng.uniform(0.0, max(0.35 * length, 1.0))
+        s = rng.uniform(0.0, max(start_fraction * length, 1.0))
         xy, yaw = _point_at(poly, s)
-        if any(np.linalg.norm(xy - o) < MIN_START_GAP for o in occupied):
+        if any(np.linalg.norm(xy - o) < min_gap for o in occupied):
             continue
         occupied.append(xy)
         speed = rng.uniform(4.0, 11.0) if layout.route_priority[route_id] == 0 else rng.uniform(2.0, 8.0)
@@ -247,3 +248,19 @@ def densify(raw: RawScene, road_points: int) -> RawScene:
         "edges": [resample(p) for p in raw.edges],
         "others": [(k, resample(p)) for k, p in raw.others],
     })
+
+
+def benchmark_scene(num_agents: int, road_points: int, seed: int = 0, kind: str = "four_way") -> RawScene:
+    """A large scene for throughput measurements: one layout densified to about road_points
+    segments, num_agents cars spread over all its routes (no overlaps where they fit; the rest
+    anywhere on a lane), constant-velocity logs (no IDM run, so it is fast to make)."""
+    rng = np.random.default_rng(seed)
+    layout = layouts.make_layout(kind, rng)
+    agents = _place_agents(layout, num_agents, rng, start_fraction=1.0, min_gap=6.0)
+    while len(agents) < num_agents:
+        agents += _place_agents(layout, num_agents - len(agents), rng, start_fraction=1.0, min_gap=0.0)
+    n_steps = 91
+    raw = _assemble(layouts.Layout(**{**layout.__dict__, "parked": []}), agents, [], None, n_steps, f"bench_{kind}_{seed}")
+    t = np.arange(n_steps) * 0.1
+    raw.log_xy = raw.log_xy + raw.log_vel * t[None, :, None]
+    return densify(raw, road_points)
