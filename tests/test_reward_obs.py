@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cp_jax.scenarios.builder import build_scenario
-from cp_jax.sim import conditions, env, reward, types
+from cp_jax.sim import conditions, env, reward
 from tests.worlds import small_config, straight_road
 
 DT = 0.1

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import numpy as np
 import jax.numpy as jnp
+import numpy as np
 
 from cp_jax.scenarios.raw import RawScene
 from cp_jax.sim import geometry, types

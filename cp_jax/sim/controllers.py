@@ -59,9 +59,13 @@ def idm_accel(v, v0, gap, dv, p: IDMParams):
 def idm(state: SimState, scenario: Scenario, p: IDMParams, cfg: SimConfig):
     """IDM along the lane route: yields to agents on the route ahead, and to higher-priority agents
     predicted (constant velocity, 1 s and 2 s ahead) to cross it; stops at red / amber lights of
-    lanes ahead on the route; slows for curvature (lateral acceleration <= 3 m/s^2).
+    lanes ahead on the route.
 
     Returns (xy, yaw, speed, route_s) [A].
+
+    Curves: each route point ahead caps the speed at sqrt(3 m/s^2 / curvature); the desired speed
+    is lowered only as much as needed to brake comfortably down to that cap by the time it is
+    reached.
     """
     a_n = cfg.max_agents
     w = cfg.idm_lookahead
@@ -105,12 +109,14 @@ def idm(state: SimState, scenario: Scenario, p: IDMParams, cfg: SimConfig):
     gap = jnp.minimum(gap_agents, gap_light)
     dv = jnp.where(gap_light < gap_agents, state.speed, state.speed - lead_v)
 
-    # Curvature limit from the heading change over the window.
+    # Curve speed: at each window point v <= sqrt(3 m/s^2 / curvature); the desired speed now is
+    # what still allows braking (comfortably) down to every such limit ahead.
     seg = jnp.diff(pts, axis=1)
     seg_yaw = jnp.arctan2(seg[..., 1], seg[..., 0])
-    turn = jnp.abs(dynamics.wrap_angle(jnp.diff(seg_yaw, axis=1)))
-    curvature = jnp.max(turn, -1) / spacing
-    v0 = jnp.minimum(p.desired_speed, jnp.sqrt(3.0 / jnp.maximum(curvature, 1e-4)))
+    turn = jnp.abs(dynamics.wrap_angle(jnp.diff(seg_yaw, axis=1)))  # [A, W-2]
+    v_curve = jnp.sqrt(3.0 * spacing / jnp.maximum(turn, 1e-4))
+    reach = jnp.sqrt(v_curve**2 + 2.0 * p.comfort_decel * jnp.maximum(ahead[:, 1:-1], 0.0))
+    v0 = jnp.minimum(p.desired_speed, jnp.min(jnp.where(win_ok[:, 1:-1], reach, jnp.inf), -1))
 
     acc = idm_accel(state.speed, v0, gap, dv, p)
     acc = jnp.clip(acc, -8.0, p.max_accel)

@@ -6,13 +6,14 @@ a pytree of arrays. Batch with `jax.vmap` over the leading axis of state and sce
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
-from cp_jax.sim import controllers, dynamics, geometry, reward as reward_lib, types
+from cp_jax.sim import controllers, dynamics, geometry, types
+from cp_jax.sim import reward as reward_lib
 from cp_jax.sim.observation import observe
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 

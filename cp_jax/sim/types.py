@@ -44,7 +44,7 @@ class SimConfig:
     """Static sizes and modes. Hashable: one compiled program per config."""
 
     max_agents: int = 32
-    max_road_segments: int = 1024
+    max_road_segments: int = 2048
     max_lanes: int = 64
     max_lane_successors: int = 4
     max_route_points: int = 96

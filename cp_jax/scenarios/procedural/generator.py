@@ -59,9 +59,13 @@ def tl_program(layout: layouts.Layout, n_steps: int, rng: np.random.Generator) -
     return out
 
 
-def _place_agents(layout, num_agents, rng, start_fraction=0.35, min_gap=MIN_START_GAP):
-    """Starts (xy, yaw, speed), routes and priorities, at least min_gap apart, in the first
-    start_fraction of a route."""
+def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_GAP):
+    """Starts (xy, yaw, speed), routes and priorities, at least min_gap apart.
+
+    By default an agent starts on its route's first (approach) lane, in its last 60%, so that it
+    reaches the junction / merge / ring within the episode and meets the others there; with
+    whole_route anywhere along the route.
+    """
     occupied = [np.array(p[:2]) for p in layout.parked]
     agents = []
     order = rng.permutation(len(layout.routes))
@@ -71,8 +75,8 @@ def _place_agents(layout, num_agents, rng, start_fraction=0.35, min_gap=MIN_STAR
         tries += 1
         route = layout.routes[route_id]
         poly = _route_polyline(layout, route)
-        length = _polyline_length(poly)[-1]
-        s = rng.uniform(0.0, max(start_fraction * length, 1.0))
+        span = _polyline_length(poly)[-1] if whole_route else _polyline_length(np.asarray(layout.lanes[route[0]]))[-1]
+        s = rng.uniform(0.0 if whole_route else 0.4 * span, span)
         xy, yaw = _point_at(poly, s)
         if any(np.linalg.norm(xy - o) < min_gap for o in occupied):
             continue
@@ -256,9 +260,9 @@ def benchmark_scene(num_agents: int, road_points: int, seed: int = 0, kind: str 
     anywhere on a lane), constant-velocity logs (no IDM run, so it is fast to make)."""
     rng = np.random.default_rng(seed)
     layout = layouts.make_layout(kind, rng)
-    agents = _place_agents(layout, num_agents, rng, start_fraction=1.0, min_gap=6.0)
+    agents = _place_agents(layout, num_agents, rng, whole_route=True, min_gap=6.0)
     while len(agents) < num_agents:
-        agents += _place_agents(layout, num_agents - len(agents), rng, start_fraction=1.0, min_gap=0.0)
+        agents += _place_agents(layout, num_agents - len(agents), rng, whole_route=True, min_gap=0.0)
     n_steps = 91
     raw = _assemble(layouts.Layout(**{**layout.__dict__, "parked": []}), agents, [], None, n_steps, f"bench_{kind}_{seed}")
     t = np.arange(n_steps) * 0.1

@@ -1,0 +1,105 @@
+"""Procedural scenes: valid starts, reachable goals, collision-free logs, real interaction."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cp_jax.scenarios.builder import build_scenario
+from cp_jax.scenarios.procedural import generator, layouts
+from cp_jax.sim import conditions, env, geometry, types
+
+CFG = types.SimConfig(max_agents=32, max_road_segments=2048, max_lanes=64, obs_road=64, grid_size=32)
+CROSSING = ("four_way", "t_junction", "merge", "roundabout", "left_turn")
+
+
+@functools.cache
+def scene(kind, seed):
+    return generator.generate(seed, kind, num_agents=10)
+
+
+@functools.partial(jax.jit, static_argnums=(2,))
+def _replay(scenario, controller, cfg):
+    """Log replay of everyone through the simulator: events per step [T-1, A]."""
+    s = env.reset(scenario, jax.random.PRNGKey(0), conditions.style("normal"), cfg, controller)
+
+    def body(s, _):
+        s, out = env.step(s, jnp.zeros(cfg.max_agents, jnp.int32), scenario, types.default_params(), cfg)
+        return s, (out.collided, out.offroad)
+
+    return jax.lax.scan(body, s, None, length=cfg.episode_steps)[1]
+
+
+def _start_lane(raw, i):
+    """The lane of object i's route that its start lies on."""
+    return raw.routes[i][0]
+
+
+@pytest.mark.parametrize("kind", layouts.LAYOUT_KINDS)
+def test_scene_is_valid(kind):
+    raw = scene(kind, 0)
+    sc = build_scenario(raw, CFG)
+    n = raw.num_objects
+    assert raw.controllable.sum() >= 3
+    # No object starts off-road or overlapping another.
+    corners = geometry.box_corners(sc.log_xy[:, 0], sc.log_yaw[:, 0], sc.size)
+    sd = np.asarray(geometry.edge_distance(corners.reshape(-1, 2), sc, CFG)).reshape(-1, 4)[:n]
+    assert (sd <= 0).all(), f"{kind}: objects starting off-road: {np.flatnonzero((sd > 0).any(1))}"
+    overlap = np.asarray(geometry.overlap_matrix(sc.log_xy[:, 0], sc.log_yaw[:, 0], sc.size))[:n, :n]
+    assert not overlap.any()
+    # Every controllable agent's goal lies on its route, reachable along the lane graph.
+    for i in np.flatnonzero(raw.controllable):
+        route = raw.routes[i]
+        assert route, f"object {i} has no route"
+        for a, b in zip(route[:-1], route[1:], strict=True):
+            assert b in raw.lane_succ[a]
+        goal_lane = min(route, key=lambda lane: np.min(np.linalg.norm(raw.lanes[lane] - raw.goal[i], axis=1)))
+        d = np.min([np.min(np.linalg.norm(layouts.resample(raw.lanes[lane], 0.5) - raw.goal[i], axis=1)) for lane in route])
+        assert d < 0.5, f"{kind}: goal of {i} is {d:.2f} m off its route"
+        assert layouts.lane_graph_reachable(raw, _start_lane(raw, i), goal_lane)
+    # The logs themselves are collision-free and on-road (log replay of everyone).
+    collided, offroad = jax.device_get(_replay(sc, jnp.full(CFG.max_agents, types.LOG), CFG))
+    assert not collided[:, :n].any()
+    assert not offroad[:, :n].any()
+
+
+@pytest.mark.parametrize("kind", CROSSING)
+def test_scenes_have_interaction(kind):
+    """Paths cross or merge (two agents' logged paths within 2 m of each other, from different
+    start lanes) and someone waits (a moving agent slows below 2 m/s at some point)."""
+    crossings = waits = 0
+    for seed in range(2):
+        raw = scene(kind, seed)
+        idx = np.flatnonzero(raw.controllable)
+        for a in idx:
+            for b in idx[idx > a]:
+                if _start_lane(raw, a) == _start_lane(raw, b):
+                    continue
+                d = np.linalg.norm(raw.log_xy[a][:, None] - raw.log_xy[b][None], axis=-1)
+                crossings += d.min() < 2.0
+            speed = np.linalg.norm(raw.log_vel[a], axis=-1)
+            waits += bool(speed.min() < 2.0 and speed.max() > 4.0)
+    assert crossings >= 1, f"{kind}: no crossing or merging paths"
+    assert waits >= 1, f"{kind}: nobody waits"
+
+
+def test_generation_is_deterministic():
+    a, b = generator.generate(3, "t_junction", num_agents=6), generator.generate(3, "t_junction", num_agents=6)
+    np.testing.assert_array_equal(a.log_xy, b.log_xy)
+    c = generator.generate(4, "t_junction", num_agents=6)
+    assert a.log_xy.shape != c.log_xy.shape or not np.allclose(a.log_xy, c.log_xy)
+
+
+def test_unknown_kind():
+    with pytest.raises(ValueError, match="unknown procedural kind"):
+        generator.generate(0, "spaghetti_junction")
+
+
+def test_densify_hits_the_target():
+    raw = generator.benchmark_scene(40, 3000, seed=1)
+    n_seg = sum(len(p) - 1 for p in raw.lanes) + sum(len(p) - 1 for p in raw.edges)
+    n_seg += sum(len(p) - 1 for _, p in raw.others)
+    assert 2700 <= n_seg <= 3300
+    assert raw.num_objects == 40
