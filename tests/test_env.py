@@ -191,8 +191,8 @@ def test_bad_config_names_the_field():
         types.SimConfig(max_agents=0)
     with pytest.raises(ValueError, match="dt"):
         types.SimConfig(dt=-0.1)
-    with pytest.raises(ValueError, match="obs_partners"):
-        types.SimConfig(max_agents=8, obs_partners=8)
+    with pytest.raises(ValueError, match="obs_road"):
+        types.SimConfig(max_road_segments=64, obs_road=128, cell_edges=8, cell_lanes=8)
     with pytest.raises(ValueError, match="grid_size"):
         types.SimConfig(grid_size=1.5)
 

@@ -366,9 +366,12 @@ def test_parked_cars(seed):
         for j in range(i + 1, len(boxes)):
             assert not boxes_overlap(boxes[i], boxes[j])
     # The cars reach into one lane so that a car driving its centreline must swerve (>= 2 m wide
-    # vehicle), and leave the other lane free.
+    # vehicle), and leave the other lane free. The blocked lane's centreline itself swerves around
+    # the cars (see test_narrow_passage_swerve), so this checks the lanes' straight lines as they
+    # run before the swerve.
     blocked = []
     for lane in lay.lanes:
+        lane = _straight_line(lane)
         d = np.array([point_to_polyline(box, lane).min() for box in boxes])
         centres = np.array([car[:2] for car in lay.parked])
         d_centre = point_to_polyline(centres, lane)
@@ -376,6 +379,53 @@ def test_parked_cars(seed):
     assert sum(blocked) == 1
     route_of = {r[0]: p for r, p in zip(lay.routes, lay.route_priority, strict=True)}
     assert route_of[blocked.index(True)] == 1
+
+
+def _straight_line(lane: np.ndarray) -> np.ndarray:
+    """[2, 2] the line through a lane's first segment, extended 1 km either way."""
+    u = (lane[1] - lane[0]) / np.linalg.norm(lane[1] - lane[0])
+    return np.stack([lane[0] - 1000.0 * u, lane[0] + 1000.0 * u])
+
+
+def _point_to_box(points: np.ndarray, box: np.ndarray) -> np.ndarray:
+    """[P] distance from points to a convex quad [4, 2] (0 inside)."""
+    d = point_to_polyline(points, np.concatenate([box, box[:1]]))
+    edges = np.roll(box, -1, axis=0) - box
+    rel = points[:, None] - box[None]
+    cross = edges[None, :, 0] * rel[..., 1] - edges[None, :, 1] * rel[..., 0]
+    inside = np.all(cross > 0, axis=1) | np.all(cross < 0, axis=1)
+    return np.where(inside, 0.0, d)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_narrow_passage_swerve(seed):
+    """The blocked lane swerves around the parked cars into the oncoming lane and back."""
+    lay = layout("narrow_passage", seed)
+    blocked = lay.routes[lay.route_priority.index(1)][0]
+    oncoming = lay.routes[lay.route_priority.index(0)][0]
+    lane, other = lay.lanes[blocked], lay.lanes[oncoming]
+    pts = densify(lane, 0.25)
+    boxes = [car_corners(*car) for car in lay.parked]
+    # (a) A 2 m wide car on the centreline keeps >= 0.4 m from every parked car's box.
+    for box in boxes:
+        assert _point_to_box(pts, box).min() >= 0.5 * 2.0 + 0.4, box
+    # (b) Conflict: alongside each parked car, the two centrelines are < 2.0 + 0.5 m apart, so
+    # two cars passing there at the same time would collide.
+    gap = point_to_polyline(pts, other)
+    for box in boxes:
+        assert gap[np.argmin(_point_to_box(pts, box))] < 2.5, box
+    assert gap.min() < 2.5
+    # (c) Gentle, continuous headings; the swerve starts and ends on the lane's straight line,
+    # parallel to the oncoming lane, which stays straight.
+    seg = np.diff(lane, axis=0)
+    turn = np.degrees(angle_diff(heading(seg[1:]), heading(seg[:-1])))
+    assert turn.max() < 20.0
+    assert point_to_polyline(lane[-1:], _straight_line(lane))[0] < 0.05
+    assert np.degrees(angle_diff(heading(seg[0]), heading(seg[-1]))) < 0.5
+    assert np.degrees(angle_diff(heading(seg[0]), heading(other[0] - other[1]))) < 0.5
+    assert point_to_polyline(other, _straight_line(other)).max() < 1e-6
+    # The lane does swerve: its largest lateral shift clears the parked cars' inner side.
+    assert point_to_polyline(pts, _straight_line(lane)).max() > 0.5
 
 
 # ------------------------------------------------------------------------------------------------

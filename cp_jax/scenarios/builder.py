@@ -139,6 +139,12 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
     road_type = pad(cat[4], s_max, -1, np.int32)
     road_lane = pad(cat[5], s_max, -1, np.int32)
     road_valid = pad(np.ones(n_seg, bool), s_max, False, bool)
+    seg = road_xy1 - road_xy0
+    seg_len = np.linalg.norm(seg, axis=1)
+    unit = seg / np.maximum(seg_len, 1e-9)[:, None]
+    road_feat = np.concatenate(
+        [0.5 * (road_xy0 + road_xy1), seg_len[:, None], unit, road_type[:, None].astype(np.float32)], 1
+    ).astype(np.float32)
 
     # Lane graph.
     lane_succ = np.full((l_max, cfg.max_lane_successors), -1, np.int32)
@@ -178,6 +184,7 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
         road_type=jnp.asarray(road_type),
         road_lane=jnp.asarray(road_lane),
         road_valid=jnp.asarray(road_valid),
+        road_feat=jnp.asarray(road_feat),
         lane_succ=jnp.asarray(lane_succ),
         lane_left=jnp.asarray(pad(raw.lane_left, l_max, -1, np.int32)),
         lane_right=jnp.asarray(pad(raw.lane_right, l_max, -1, np.int32)),

@@ -150,7 +150,8 @@ def step(
         jerk_long=(accel - state.accel) / cfg.dt, jerk_lat=(lat_accel - state.lat_accel) / cfg.dt,
         heading_err=heading_err, lateral=lateral, on_lane=on_lane,
     )
-    rew = reward_lib.reward(state.cond, kin, collided, offroad, at_goal, cfg.dt)
+    first_goal = at_goal & (state.goal_t == INF_T)  # the goal bonus is paid once
+    rew = reward_lib.reward(state.cond, kin, collided, offroad, first_goal, cfg.dt)
     rew = jnp.where(active & alive, rew, 0.0)
 
     # Removal and bookkeeping (log-replayed agents are never removed).

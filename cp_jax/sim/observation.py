@@ -38,7 +38,10 @@ def observe(state: SimState, scenario: Scenario, cfg: SimConfig) -> Obs:
     a = xy.shape[0]
     dist = jnp.linalg.norm(xy[None, :, :] - xy[:, None, :], axis=-1)
     visible = alive[None, :] & ~jnp.eye(a, dtype=bool) & (dist < cfg.partner_radius)
-    neg, idx = jax.lax.top_k(jnp.where(visible, -dist, -jnp.inf), cfg.obs_partners)
+    neg, idx = jax.lax.top_k(jnp.where(visible, -dist, -jnp.inf), min(cfg.obs_partners, a))
+    if cfg.obs_partners > a:  # fewer slots than partner rows: pad (masked)
+        pad = ((0, 0), (0, cfg.obs_partners - a))
+        neg, idx = jnp.pad(neg, pad, constant_values=-jnp.inf), jnp.pad(idx, pad)
     p_mask = jnp.isfinite(neg) & alive[:, None]
     rel = geometry.to_frame(xy[idx], xy[:, None, :], yaw[:, None])
     dyaw = yaw[idx] - yaw[:, None]
@@ -56,16 +59,14 @@ def observe(state: SimState, scenario: Scenario, cfg: SimConfig) -> Obs:
     cells = geometry.cell_of(xy, scenario.grid_origin, scenario.grid_cell, cfg.grid_size)
     ids = scenario.cell_road[cells]  # [A, k]
     safe = jnp.maximum(ids, 0)
-    r_mask = (ids >= 0) & scenario.road_valid[safe] & alive[:, None]
-    p0, p1 = scenario.road_xy0[safe], scenario.road_xy1[safe]
-    mid = geometry.to_frame(0.5 * (p0 + p1), xy[:, None, :], yaw[:, None])
-    seg = p1 - p0
-    seg_yaw = jnp.arctan2(seg[..., 1], seg[..., 0]) - yaw[:, None]
+    r_mask = (ids >= 0) & alive[:, None]  # the index holds valid segments only
+    feat = scenario.road_feat[safe]  # [A, k, 6]: one contiguous row per segment
+    mid = geometry.to_frame(feat[..., :2], xy[:, None, :], yaw[:, None])
+    c, s = jnp.cos(yaw)[:, None], jnp.sin(yaw)[:, None]
     road = jnp.stack(
         [
-            mid[..., 0] * 0.02, mid[..., 1] * 0.02, jnp.linalg.norm(seg, axis=-1) / 100.0,
-            jnp.full(ids.shape, 0.1), jnp.cos(seg_yaw), jnp.sin(seg_yaw),
-            scenario.road_type[safe].astype(jnp.float32),
+            mid[..., 0] * 0.02, mid[..., 1] * 0.02, feat[..., 2] / 100.0, jnp.full(ids.shape, 0.1),
+            feat[..., 3] * c + feat[..., 4] * s, feat[..., 4] * c - feat[..., 3] * s, feat[..., 5],
         ],
         -1,
     )

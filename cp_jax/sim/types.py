@@ -83,10 +83,6 @@ class SimConfig:
                 raise ValueError(f"SimConfig.{name} must be > 0, got {value!r}")
         if self.episode_steps >= self.log_steps + 1000:
             raise ValueError("SimConfig.episode_steps is implausibly large")
-        if self.obs_partners >= self.max_agents:
-            raise ValueError(
-                f"SimConfig.obs_partners ({self.obs_partners}) must be < max_agents ({self.max_agents})"
-            )
         if self.obs_road > self.max_road_segments:
             raise ValueError(
                 f"SimConfig.obs_road ({self.obs_road}) must be <= max_road_segments "
@@ -115,6 +111,7 @@ class Scenario:
     road_type: jax.Array  # [S] int32, ROAD_TYPES
     road_lane: jax.Array  # [S] int32 lane id for LANE segments, -1 otherwise
     road_valid: jax.Array  # [S] bool
+    road_feat: jax.Array  # [S, 6] world-frame (mid x, mid y, length, cos, sin, type): one row per gather
     # Lane graph.
     lane_succ: jax.Array  # [L, max_lane_successors] int32, -1 padded
     lane_left: jax.Array  # [L] int32 left neighbour lane, -1 none

@@ -31,6 +31,7 @@ CURVE_STEP = 1.0  # m between points of curved lanes (connectors)
 EDGE_CURVE_STEP = 1.5  # m between points of curved road edges
 SHOULDER = 0.3  # m of asphalt between the outermost lane's side and the curb at junctions
 CROSSWALK_WIDTH = 3.0
+SWERVE_CLEARANCE = 0.6  # m between a 2 m wide car and the parked cars it swerves around
 
 
 @dataclasses.dataclass
@@ -670,10 +671,20 @@ def _multi_lane(b: _Builder, rng: np.random.Generator, w: float) -> None:
         b.route(lanes, 0)
 
 
+def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
+    """[n] weight in [0, 1]: 0 up to a - ramp, a cosine rise to 1 at a, 1 on [a, b], back down
+    to 0 at b + ramp. Its slope is zero where the ramps start and end (no kink in the lane)."""
+    up = np.clip((x - (a - ramp)) / ramp, 0.0, 1.0)
+    down = np.clip(((b + ramp) - x) / ramp, 0.0, 1.0)
+    return 0.5 * (1.0 - np.cos(math.pi * np.minimum(up, down)))
+
+
 def _narrow_passage(b: _Builder, rng: np.random.Generator, w: float) -> None:
     """Two-way road, one lane each way, with cars parked on one side partly in the lane.
 
-    The blocked direction must swerve into the oncoming lane or wait: its route yields.
+    The blocked lane swerves around the parked cars into part of the oncoming lane and back, so
+    the two lanes overlap there: the blocked direction has to wait for a gap in oncoming
+    traffic, and its route yields. The oncoming lane stays straight.
     """
     length = float(rng.uniform(90.0, 150.0))
     shoulder = float(rng.uniform(0.6, 1.2))
@@ -694,6 +705,37 @@ def _narrow_passage(b: _Builder, rng: np.random.Generator, w: float) -> None:
         yaw = (0.0 if blocked == 0 else math.pi) + math.radians(rng.uniform(-2.0, 2.0))
         b.parked.append((x + 0.5 * car_len, y, yaw, car_len, car_w))
         x += car_len + float(rng.uniform(1.0, 8.0))
+
+    # The swerve, in the local frame (road along +x, blocked lane at y = side * w / 2). The
+    # parked cars' extent from their corners (their yaw makes them stick out a little).
+    corners = np.concatenate([
+        np.array([cx, cy]) + np.array([[1, 1], [-1, 1], [-1, -1], [1, -1]]) * [0.5 * cl, 0.5 * cw]
+        @ np.array([[math.cos(cyaw), math.sin(cyaw)], [-math.sin(cyaw), math.cos(cyaw)]])
+        for cx, cy, cyaw, cl, cw in b.parked
+    ])
+    x_a, x_b = float(corners[:, 0].min()), float(corners[:, 0].max())
+    inner = float((side * corners[:, 1]).min())  # parked cars' side nearest the road centre
+    # Lane offset towards the parked side while passing them: a 2 m wide car keeps
+    # SWERVE_CLEARANCE from them (>= 0.4 m), and the lane comes within 2.4 m of the oncoming
+    # lane's centreline, so that two cars passing there at the same time would collide.
+    hold = min(inner - 0.5 * 2.0 - SWERVE_CLEARANCE, 2.4 - 0.5 * w)
+    # Straight, a cosine shift over `ramp` metres, held from 5 m before the first parked car to
+    # (about) 5 m after the last, and back. The last car ends at most 0.8 * length, so >= 17.9 m
+    # are left behind it for the margin and the ramp back.
+    after = length - x_b - 1.0
+    ramp = float(np.clip(after - 5.0, 12.0, 16.0))
+    h0, h1 = x_a - 5.0, x_b + min(5.0, after - ramp)
+    xs = np.unique(np.concatenate([
+        line((0.0, 0.0), (h0 - ramp, 0.0), LANE_STEP)[:, 0],
+        line((h0 - ramp, 0.0), (h0, 0.0), CURVE_STEP)[:, 0],
+        line((h0, 0.0), (h1, 0.0), LANE_STEP)[:, 0],
+        line((h1, 0.0), (h1 + ramp, 0.0), CURVE_STEP)[:, 0],
+        line((h1 + ramp, 0.0), (length, 0.0), LANE_STEP)[:, 0],
+    ]))
+    ys = side * (0.5 * w + (hold - 0.5 * w) * _smooth_bump(xs, h0, h1, ramp))
+    swerve = np.stack([xs, ys], axis=1)
+    lane_id = fwd[0][0] if blocked == 0 else bwd[0][0]
+    b.lanes[lane_id] = swerve if blocked == 0 else swerve[::-1].copy()
 
 
 _GENERATORS = MappingProxyType({
