@@ -1,10 +1,11 @@
 """The main job on the embedded default: procedural scenes, non-learned controllers, metrics, PNGs.
 
-    python -m launch.quickstart --out=runs/quickstart
+    python -m launch.quickstart --out=runs/quickstart [--config=experiments/quickstart.py --config.scenes=28]
 
 Generates a bank of procedural scenes (every layout kind), runs one batched, compiled episode per
 scene and controller (log replay, IDM, constant velocity, random policy actions), prints the
-outcome rates of the eligible agents, and writes metrics.json and one PNG per scene (IDM paths).
+outcome rates of the eligible agents, and writes metrics.json, run_info.json (resolved config, git
+revision) and one PNG per scene (IDM paths).
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ import os
 import time
 
 from absl import app, flags
+from ml_collections import config_flags
 
 flags.DEFINE_string("out", "runs/quickstart", "output directory")
-flags.DEFINE_integer("scenes", 14, "procedural scenes (cycling through all layout kinds)")
-flags.DEFINE_integer("agents", 12, "agents placed per scene")
-flags.DEFINE_integer("seed", 0, "first scene seed")
-flags.DEFINE_string("style", "normal", "reward condition (style name) of every agent")
+config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "quickstart.py"),
+    "experiment file (ml_collections); override fields with --config.FIELD=VALUE",
+)
 FLAGS = flags.FLAGS
-
-CONTROLLERS = ("log", "idm", "const_vel", "policy")
 
 
 def main(_):
@@ -30,23 +30,30 @@ def main(_):
     import jax.numpy as jnp
     import numpy as np
 
+    from cp_jax.io.run_info import write_run_info
     from cp_jax.scenarios import bank as bank_lib
     from cp_jax.scenarios import render
     from cp_jax.sim import conditions, env, metrics, types
 
-    os.makedirs(FLAGS.out, exist_ok=True)
+    config = FLAGS.config
+    ids = {"log": types.LOG, "idm": types.IDM, "const_vel": types.CONST_VEL, "policy": types.POLICY}
+    unknown = set(config.controllers) - set(ids)
+    if unknown:  # validate before any work
+        raise ValueError(f"config.controllers: unknown {sorted(unknown)}; known: {sorted(ids)}")
+    cond = conditions.style(config.style)
+    types.SimConfig(**config.sim.to_dict())  # a bad sim field fails here, before scene generation
+    write_run_info(FLAGS.out, config)
     t0 = time.perf_counter()
-    raws = bank_lib.procedural_scenes(FLAGS.scenes, FLAGS.seed, FLAGS.agents)
+    raws = bank_lib.procedural_scenes(config.scenes, config.seed, config.agents)
     max_objects = max(r.num_objects for r in raws)
-    cfg = types.SimConfig(max_agents=max(16, max_objects), max_road_segments=2048, max_lanes=64)
+    cfg = types.SimConfig(max_agents=max(16, max_objects), **config.sim.to_dict())
     bank = bank_lib.make_bank(raws, cfg)
     print(f"{len(raws)} procedural scenes in {time.perf_counter() - t0:.1f}s "
           f"({sum(int(r.controllable.sum()) for r in raws)} controllable agents)")
 
     params = types.default_params()
-    cond = conditions.style(FLAGS.style)
     n = len(raws)
-    keys = jax.random.split(jax.random.PRNGKey(FLAGS.seed), n)
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), n)
 
     @jax.jit
     def episode(controller_id):
@@ -61,10 +68,14 @@ def main(_):
             return final, eligible, ret, traj.state.xy
         return jax.vmap(one)(bank, keys)
 
+    os.makedirs(FLAGS.out, exist_ok=True)
     ids = {"log": types.LOG, "idm": types.IDM, "const_vel": types.CONST_VEL, "policy": types.POLICY}
     results, idm_paths = {}, None
     print(f"{'controller':>10} | goal   collision offroad timeout | return/agent | agent-steps/s")
-    for name in CONTROLLERS:
+    unknown = set(config.controllers) - set(ids)
+    if unknown:
+        raise ValueError(f"config.controllers: unknown {sorted(unknown)}; known: {sorted(ids)}")
+    for name in config.controllers:
         out = episode(jnp.asarray(ids[name]))
         jax.block_until_ready(out)
         t1 = time.perf_counter()
@@ -76,15 +87,15 @@ def main(_):
         results[name] = r
         print(f"{name:>10} | {r['goal']:.3f}  {r['collision']:.3f}     {r['offroad']:.3f}   {r['timeout']:.3f}   |"
               f" {r['return_per_agent']:+.3f}       | {r['agent_steps_per_s']:,.0f}")
-        if name == "idm":
-            idm_paths = np.asarray(xy)
+        if name == "idm" or idm_paths is None:
+            idm_paths, paths_of = np.asarray(xy), name
 
     for i, raw in enumerate(raws):
         scenario = jax.tree.map(lambda x, i=i: x[i], bank)
         paths = np.moveaxis(idm_paths[i], 0, 1)
         render.render(scenario, os.path.join(FLAGS.out, f"scene_{i:02d}_{raw.name}.png"),
-                      paths=paths, title=f"{raw.name}: IDM paths, goals (stars)")
-    summary = dict(scenes=[r.name for r in raws], style=FLAGS.style, sim_config=cfg.__dict__,
+                      paths=paths, title=f"{raw.name}: {paths_of} paths, goals (stars)")
+    summary = dict(scenes=[r.name for r in raws], style=config.style, sim_config=cfg.__dict__,
                    controllers=results, eligible_agents=int(eligible.sum()))
     with open(os.path.join(FLAGS.out, "metrics.json"), "w") as f:
         json.dump(summary, f, indent=2)

@@ -207,3 +207,12 @@ def test_scene_larger_than_static_sizes_names_the_field():
     bad.log_xy[0, 3, 0] = np.nan
     with pytest.raises(SceneError, match="'straight'.*log_xy"):
         build_scenario(bad, CFG)
+
+
+def test_continuous_actions():
+    cfg = small_config(discrete_actions=False)
+    sc, s0 = _reset(straight_road([(10, -2, 0, 5.0)], goals=[(190, -2)]), cfg=cfg)
+    policy = lambda p, obs, s, k: jnp.tile(jnp.array([[2.0, 0.0]]), (cfg.max_agents, 1))  # noqa: E731
+    fs, _ = roll(policy, None, s0, sc, PARAMS, cfg, 10)
+    np.testing.assert_allclose(float(fs.speed[0]), 5.0 + 2.0 * 1.0, atol=1e-4)
+    np.testing.assert_allclose(float(fs.xy[0, 0]), 10 + 5.0 * 1.0 + 0.5 * 2.0 * 1.0, atol=1e-3)
