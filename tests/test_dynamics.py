@@ -8,8 +8,16 @@ from cp_jax.sim import dynamics, types
 def test_straight_acceleration_hand_computed():
     # v1 = 10 + 2 * 0.1 = 10.2; distance = mean speed * dt = 1.01 m along +x.
     xy, yaw, v = dynamics.bicycle_step(
-        jnp.zeros((1, 2)), jnp.zeros(1), jnp.array([10.0]), jnp.array([2.0]), jnp.zeros(1),
-        jnp.array([4.5]), 0.6, 40.0, 5.0, 0.1,
+        jnp.zeros((1, 2)),
+        jnp.zeros(1),
+        jnp.array([10.0]),
+        jnp.array([2.0]),
+        jnp.zeros(1),
+        jnp.array([4.5]),
+        0.6,
+        40.0,
+        5.0,
+        0.1,
     )
     np.testing.assert_allclose(np.asarray(v), [10.2], atol=1e-6)
     np.testing.assert_allclose(np.asarray(xy), [[1.01, 0.0]], atol=1e-6)
@@ -22,8 +30,16 @@ def test_turn_hand_computed():
     beta = np.arctan(0.5 * np.tan(d))
     yaw_rate = v * np.cos(beta) * np.tan(d) / (0.6 * length)
     xy, yaw, v1 = dynamics.bicycle_step(
-        jnp.array([[1.0, 2.0]]), jnp.array([0.5]), jnp.array([v]), jnp.zeros(1), jnp.array([d]),
-        jnp.array([length]), 0.6, 40.0, 5.0, dt,
+        jnp.array([[1.0, 2.0]]),
+        jnp.array([0.5]),
+        jnp.array([v]),
+        jnp.zeros(1),
+        jnp.array([d]),
+        jnp.array([length]),
+        0.6,
+        40.0,
+        5.0,
+        dt,
     )
     np.testing.assert_allclose(np.asarray(yaw), [0.5 + yaw_rate * dt], atol=1e-6)
     expect = np.array([1.0, 2.0]) + v * dt * np.array([np.cos(0.5 + beta), np.sin(0.5 + beta)])
@@ -33,8 +49,16 @@ def test_turn_hand_computed():
 
 def test_speed_limits_clip():
     _, _, v = dynamics.bicycle_step(
-        jnp.zeros((2, 2)), jnp.zeros(2), jnp.array([39.9, -4.9]), jnp.array([4.0, -4.0]),
-        jnp.zeros(2), jnp.array([4.5, 4.5]), 0.6, 40.0, 5.0, 0.1,
+        jnp.zeros((2, 2)),
+        jnp.zeros(2),
+        jnp.array([39.9, -4.9]),
+        jnp.array([4.0, -4.0]),
+        jnp.zeros(2),
+        jnp.array([4.5, 4.5]),
+        0.6,
+        40.0,
+        5.0,
+        0.1,
     )
     np.testing.assert_allclose(np.asarray(v), [40.0, -5.0], atol=1e-6)
 
@@ -44,7 +68,9 @@ def test_discrete_grid_roundtrip():
     assert params.accel_grid.shape == (7,) and params.steer_grid.shape == (13,)
     idx = jnp.arange(91)
     a, s = dynamics.decode_discrete(idx, params.accel_grid, params.steer_grid)
-    np.testing.assert_array_equal(np.asarray(dynamics.encode_discrete(a, s, params.accel_grid, params.steer_grid)), np.arange(91))
+    np.testing.assert_array_equal(
+        np.asarray(dynamics.encode_discrete(a, s, params.accel_grid, params.steer_grid)), np.arange(91)
+    )
     # index 45 is (accel 0, steer 0): the "keep going" action.
     a45, s45 = dynamics.decode_discrete(jnp.array(45), params.accel_grid, params.steer_grid)
     assert float(a45) == 0.0 and float(s45) == 0.0
@@ -71,13 +97,17 @@ def test_inverse_reproduces_a_logged_trajectory():
     xy, yaw, v = jnp.zeros((n, 2)), jnp.zeros(n), jnp.full(n, 8.0)
     log = [(xy, yaw, v)]
     for k in range(t - 1):
-        xy, yaw, v = dynamics.bicycle_step(xy, yaw, v, jnp.asarray(accel[k]), jnp.asarray(steer[k]), length, 0.6, 40.0, 5.0, 0.1)
+        xy, yaw, v = dynamics.bicycle_step(
+            xy, yaw, v, jnp.asarray(accel[k]), jnp.asarray(steer[k]), length, 0.6, 40.0, 5.0, 0.1
+        )
         log.append((xy, yaw, v))
     log_xy = jnp.stack([p[0] for p in log], 1)
     log_yaw = jnp.stack([p[1] for p in log], 1)
     log_v = jnp.stack([p[2] for p in log], 1)
     log_vel = log_v[..., None] * jnp.stack([jnp.cos(log_yaw), jnp.sin(log_yaw)], -1)
-    a, d, valid = dynamics.inverse_log(log_yaw, log_vel, jnp.ones((n, t), bool), jnp.tile(jnp.array([[4.5, 2.0]]), (n, 1)), 0.6, 0.1)
+    a, d, valid = dynamics.inverse_log(
+        log_yaw, log_vel, jnp.ones((n, t), bool), jnp.tile(jnp.array([[4.5, 2.0]]), (n, 1)), 0.6, 0.1
+    )
     assert bool(valid.all())
     params = types.default_params()
 

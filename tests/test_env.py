@@ -91,7 +91,9 @@ def test_log_replay_is_exact_and_log_agents_not_removed():
 
 def test_constant_velocity_and_idm_follow_a_leader():
     # Agent 1 (IDM, 15 m/s desired) starts 30 m behind agent 0, which is parked in the lane.
-    raw = straight_road([(80, -2, 0, 0.0), (50, -2, 0, 10.0), (20, 2, np.pi, 10.0)], goals=[(80, -2), (190, -2), (-50, 2)], steps=21)
+    raw = straight_road(
+        [(80, -2, 0, 0.0), (50, -2, 0, 10.0), (20, 2, np.pi, 10.0)], goals=[(80, -2), (190, -2), (-50, 2)], steps=21
+    )
     ctrl = jnp.array([types.LOG, types.IDM, types.CONST_VEL] + [types.LOG] * 5)
     cfg = small_config(log_steps=21, episode_steps=20)
     sc, s0 = _reset(raw, controller=ctrl, cfg=cfg)
@@ -134,7 +136,9 @@ def random_policy(p, obs, s, key):
 def _world():
     return straight_road(
         [(10, -2, 0, 8), (40, -2, 0, 6), (150, 2, np.pi, 8), (100, 2, np.pi, 5)],
-        goals=[(60, -2), (120, -2), (60, 2), (20, 2)], length=200, steps=21,
+        goals=[(60, -2), (120, -2), (60, 2), (20, 2)],
+        length=200,
+        steps=21,
     )
 
 
@@ -202,7 +206,10 @@ def test_scene_larger_than_static_sizes_names_the_field():
     with pytest.raises(SceneError, match="objects.*max_agents"):
         build_scenario(raw, CFG)
     with pytest.raises(SceneError, match="roads.*max_road_segments"):
-        build_scenario(straight_road([(10, -2, 0, 5)]), small_config(max_road_segments=40, obs_road=16, cell_edges=16, cell_lanes=8))
+        build_scenario(
+            straight_road([(10, -2, 0, 5)]),
+            small_config(max_road_segments=40, obs_road=16, cell_edges=16, cell_lanes=8),
+        )
     bad = straight_road([(10, -2, 0, 5)])
     bad.log_xy[0, 3, 0] = np.nan
     with pytest.raises(SceneError, match="'straight'.*log_xy"):

@@ -56,7 +56,9 @@ def test_scene_is_valid(kind):
         for a, b in zip(route[:-1], route[1:], strict=True):
             assert b in raw.lane_succ[a]
         goal_lane = min(route, key=lambda lane: np.min(np.linalg.norm(raw.lanes[lane] - raw.goal[i], axis=1)))
-        d = np.min([np.min(np.linalg.norm(layouts.resample(raw.lanes[lane], 0.5) - raw.goal[i], axis=1)) for lane in route])
+        d = np.min(
+            [np.min(np.linalg.norm(layouts.resample(raw.lanes[lane], 0.5) - raw.goal[i], axis=1)) for lane in route]
+        )
         assert d < 0.5, f"{kind}: goal of {i} is {d:.2f} m off its route"
         assert layouts.lane_graph_reachable(raw, _start_lane(raw, i), goal_lane)
     # The logs themselves are collision-free and on-road (log replay of everyone).

@@ -13,8 +13,14 @@ STYLES = ["aggressive", "normal", "cautious", "cautious_normal", "normal_aggress
 
 def kin(**kw):
     base = dict(
-        speed=10.0, accel=0.0, lat_accel=0.0, jerk_long=0.0, jerk_lat=0.0, heading_err=0.0,
-        lateral=0.0, on_lane=True,
+        speed=10.0,
+        accel=0.0,
+        lat_accel=0.0,
+        jerk_long=0.0,
+        jerk_lat=0.0,
+        heading_err=0.0,
+        lateral=0.0,
+        on_lane=True,
     )
     base.update(kw)
     return reward.Kinematics(**{k: jnp.asarray([v]) for k, v in base.items()})
@@ -75,7 +81,9 @@ def test_aggressive_is_punished_less_for_collisions_than_cautious():
 
 
 def test_fixed_reward():
-    r = reward.fixed_reward(jnp.array([True, False, False]), jnp.array([False, True, False]), jnp.array([False, False, True]))
+    r = reward.fixed_reward(
+        jnp.array([True, False, False]), jnp.array([False, True, False]), jnp.array([False, False, True])
+    )
     np.testing.assert_allclose(np.asarray(r), [-0.5, -0.5, 1.0])
 
 
@@ -85,7 +93,9 @@ def test_conditions_sampling_and_scaling():
     s = conditions.scale(c)
     assert float(s.min()) >= -1.0 and float(s.max()) <= 1.0
     assert float(s.min()) < -0.95 and float(s.max()) > 0.95
-    np.testing.assert_allclose(conditions.STYLES["halfway"], 0.5 * (conditions.STYLES["normal"] + conditions.STYLES["aggressive"]))
+    np.testing.assert_allclose(
+        conditions.STYLES["halfway"], 0.5 * (conditions.STYLES["normal"] + conditions.STYLES["aggressive"])
+    )
     with pytest.raises(ValueError, match="unknown style"):
         conditions.style("reckless")
 
@@ -96,7 +106,9 @@ def test_observation_frame_partner_straight_ahead():
     yaw = 0.7
     ego = (60.0, -2.0)
     ahead = (ego[0] + 10 * np.cos(yaw), ego[1] + 10 * np.sin(yaw))
-    raw = straight_road([(*ego, yaw, 5.0), (*ahead, yaw + 0.3, 2.0), (150, 2, np.pi, 1.0)], goals=[(60, 38), (0, 0), (0, 2)])
+    raw = straight_road(
+        [(*ego, yaw, 5.0), (*ahead, yaw + 0.3, 2.0), (150, 2, np.pi, 1.0)], goals=[(60, 38), (0, 0), (0, 2)]
+    )
     sc = build_scenario(raw, cfg)
     s = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), cfg)
     obs = env.observe(s, sc, cfg)
@@ -110,7 +122,9 @@ def test_observation_frame_partner_straight_ahead():
     local = np.array([np.cos(-yaw) * g[0] - np.sin(-yaw) * g[1], np.sin(-yaw) * g[0] + np.cos(-yaw) * g[1]])
     np.testing.assert_allclose(np.asarray(obs.ego[0, :2]), local * 0.005, atol=1e-5)
     np.testing.assert_allclose(np.asarray(obs.ego[0, 2:5]), [0.05, 2.0 / 15, 4.5 / 30], atol=1e-6)
-    np.testing.assert_allclose(np.asarray(obs.cond[0]), np.asarray(conditions.scale(conditions.style("normal"))), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(obs.cond[0]), np.asarray(conditions.scale(conditions.style("normal"))), atol=1e-6
+    )
     # Road: masked entries are zero, valid ones are nearest-first within the cell's list.
     assert bool(obs.road_mask[0].any())
     assert float(np.abs(np.asarray(obs.road[0])[~np.asarray(obs.road_mask[0])]).sum()) == 0.0

@@ -22,8 +22,11 @@ ROAD_STYLE = {
     types.DRIVEWAY: dict(color="#bbbbbb", lw=0.8, ls="-"),
 }
 CONTROLLER_COLOR = {
-    types.POLICY: "#1f77b4", types.LOG: "#7f7f7f", types.CONST_VEL: "#9467bd",
-    types.IDM: "#2ca02c", types.OTHER_POLICY: "#ff7f0e",
+    types.POLICY: "#1f77b4",
+    types.LOG: "#7f7f7f",
+    types.CONST_VEL: "#9467bd",
+    types.IDM: "#2ca02c",
+    types.OTHER_POLICY: "#ff7f0e",
 }
 
 
@@ -34,8 +37,14 @@ def _corners(xy, yaw, size):
     return xy + local @ np.array([[c, s], [-s, c]])
 
 
-def render(scenario: types.Scenario, path: str, state: types.SimState | None = None,
-           paths: np.ndarray | None = None, title: str = "", show_lights_t: int | None = 0) -> str:
+def render(
+    scenario: types.Scenario,
+    path: str,
+    state: types.SimState | None = None,
+    paths: np.ndarray | None = None,
+    title: str = "",
+    show_lights_t: int | None = 0,
+) -> str:
     """Draw road segments, agents as boxes (coloured by controller), goals as stars, and
     optional per-agent paths [A, N, 2]. Without a state, agents are drawn at log frame 0."""
     sc = _numpy(scenario)
@@ -46,7 +55,9 @@ def render(scenario: types.Scenario, path: str, state: types.SimState | None = N
         if m.any():
             a, b = sc["road_xy0"][m], sc["road_xy1"][m]
             segs = np.stack([a, b], 1)
-            ax.add_collection(LineCollection(segs, colors=style["color"], linewidths=style["lw"], linestyles=style["ls"]))
+            ax.add_collection(
+                LineCollection(segs, colors=style["color"], linewidths=style["lw"], linestyles=style["ls"])
+            )
     if show_lights_t is not None and sc["tl_state"].any():
         t = min(show_lights_t, sc["tl_state"].shape[1] - 1)
         colour = {types.TL_STOP: "red", types.TL_CAUTION: "orange", types.TL_GO: "green"}
@@ -68,7 +79,9 @@ def render(scenario: types.Scenario, path: str, state: types.SimState | None = N
         if paths is not None:
             ax.plot(paths[i, :, 0], paths[i, :, 1], "-", color=colour, lw=0.8, alpha=0.7)
         if alive[i]:
-            ax.add_patch(Polygon(_corners(xy[i], yaw[i], sc["size"][i]), closed=True, fc=colour, ec="black", lw=0.5, alpha=0.85))
+            ax.add_patch(
+                Polygon(_corners(xy[i], yaw[i], sc["size"][i]), closed=True, fc=colour, ec="black", lw=0.5, alpha=0.85)
+            )
         if sc["controllable"][i] and np.linalg.norm(sc["goal"][i] - sc["log_xy"][i, 0]) > 0.1:
             ax.plot(*sc["goal"][i], "*", color=colour, ms=7, mec="black", mew=0.3)
     pts = np.concatenate([sc["road_xy0"][valid], sc["road_xy1"][valid]])

@@ -113,8 +113,8 @@ def step(
     is_policy = (ctrl == types.POLICY) | (ctrl == types.OTHER_POLICY)
     is_log = ctrl == types.LOG
     has_route = scenario.route_len >= 2
-    pick = lambda p, l, c: jnp.where(  # noqa: E731
-        _bcast(is_policy, p), p, jnp.where(_bcast(is_log, l), l, c)
+    pick = lambda p, lg, c: jnp.where(  # noqa: E731
+        _bcast(is_policy, p), p, jnp.where(_bcast(is_log, lg), lg, c)
     )
     xy, yaw, speed = pick(b_xy, l_xy, c_xy), pick(b_yaw, l_yaw, c_yaw), pick(b_v, l_v, c_v)
     route_s = state.route_s

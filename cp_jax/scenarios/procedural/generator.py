@@ -159,9 +159,7 @@ def generate(
         cfg = _sizing(raw.num_objects, layout, log_steps)
         speeds = np.zeros(cfg.max_agents, np.float32)
         speeds[: len(agents)] = desired
-        xy, yaw, speed, collided, offroad = jax.device_get(
-            _idm_log(build_scenario(raw, cfg), jnp.asarray(speeds), cfg)
-        )
+        xy, yaw, speed, collided, offroad = jax.device_get(_idm_log(build_scenario(raw, cfg), jnp.asarray(speeds), cfg))
     return _with_logs(raw, len(agents), xy, yaw, speed)
 
 
@@ -226,10 +224,16 @@ def _with_logs(raw: RawScene, n_agents: int, xy, yaw, speed) -> RawScene:
     # Agents that barely moved are "parked" for control purposes (as for real data).
     moved = np.linalg.norm(log_xy[:, -1] - log_xy[:, 0], axis=-1)
     controllable = raw.controllable & (moved > 2.0)
-    return RawScene(**{
-        **raw.__dict__, "log_xy": log_xy, "log_yaw": log_yaw, "log_vel": log_vel,
-        "goal": goal, "controllable": controllable,
-    })
+    return RawScene(
+        **{
+            **raw.__dict__,
+            "log_xy": log_xy,
+            "log_yaw": log_yaw,
+            "log_vel": log_vel,
+            "goal": goal,
+            "controllable": controllable,
+        }
+    )
 
 
 def densify(raw: RawScene, road_points: int) -> RawScene:
@@ -246,12 +250,14 @@ def densify(raw: RawScene, road_points: int) -> RawScene:
         q = np.linspace(0.0, cum[-1], n)
         return np.stack([np.interp(q, cum, poly[:, 0]), np.interp(q, cum, poly[:, 1])], -1)
 
-    return RawScene(**{
-        **raw.__dict__,
-        "lanes": [resample(p) for p in raw.lanes],
-        "edges": [resample(p) for p in raw.edges],
-        "others": [(k, resample(p)) for k, p in raw.others],
-    })
+    return RawScene(
+        **{
+            **raw.__dict__,
+            "lanes": [resample(p) for p in raw.lanes],
+            "edges": [resample(p) for p in raw.edges],
+            "others": [(k, resample(p)) for k, p in raw.others],
+        }
+    )
 
 
 def benchmark_scene(num_agents: int, road_points: int, seed: int = 0, kind: str = "four_way") -> RawScene:
@@ -264,7 +270,9 @@ def benchmark_scene(num_agents: int, road_points: int, seed: int = 0, kind: str 
     while len(agents) < num_agents:
         agents += _place_agents(layout, num_agents - len(agents), rng, whole_route=True, min_gap=0.0)
     n_steps = 91
-    raw = _assemble(layouts.Layout(**{**layout.__dict__, "parked": []}), agents, [], None, n_steps, f"bench_{kind}_{seed}")
+    raw = _assemble(
+        layouts.Layout(**{**layout.__dict__, "parked": []}), agents, [], None, n_steps, f"bench_{kind}_{seed}"
+    )
     t = np.arange(n_steps) * 0.1
     raw.log_xy = raw.log_xy + raw.log_vel * t[None, :, None]
     return densify(raw, road_points)
