@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -210,3 +212,77 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
         cell_lanes=cell_lanes,
         cell_road=cell_road,
     )
+
+
+def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tuple[RawScene, int, int]:
+    """Shrink a scene to cfg's static sizes (documented truncation rules).
+
+    Objects: with more than max_agents, keep the SDC, `keep` (an ego index) and the objects nearest
+    the SDC at their first valid step. Road: with more than max_road_segments segments, keep whole
+    polylines nearest the kept objects' logged positions (road edges and lanes first among equals)
+    until the budget is full; lanes dropped this way are removed from the lane graph and routes.
+    Returns (scene, objects dropped, segments dropped).
+    """
+    n = raw.num_objects
+    drop_objects = 0
+    if n > cfg.max_agents:
+        first = np.argmax(raw.log_valid, axis=1)
+        pos = raw.log_xy[np.arange(n), first]
+        dist = np.linalg.norm(pos - pos[raw.sdc], axis=-1)
+        must = {raw.sdc} | ({keep} if keep is not None else set())
+        dist[list(must)] = -1.0
+        kept = np.sort(np.argsort(dist, kind="stable")[: cfg.max_agents])
+        drop_objects = n - len(kept)
+        remap = {int(old): new for new, old in enumerate(kept)}
+        pick = lambda x: None if x is None else np.asarray(x)[kept]  # noqa: E731
+        raw = dataclasses.replace(
+            raw, log_xy=raw.log_xy[kept], log_yaw=raw.log_yaw[kept], log_vel=raw.log_vel[kept],
+            log_valid=raw.log_valid[kept], size=raw.size[kept], obj_type=raw.obj_type[kept],
+            goal=raw.goal[kept], controllable=raw.controllable[kept],
+            routes=[raw.routes[i] for i in kept], priority=pick(raw.priority), sdc=remap[int(raw.sdc)],
+        )
+
+    seg_count = lambda p: max(len(p) - 1, 0)  # noqa: E731
+    total = sum(map(seg_count, raw.lanes)) + sum(map(seg_count, raw.edges)) + sum(seg_count(p) for _, p in raw.others)
+    if total <= cfg.max_road_segments:
+        return raw, drop_objects, 0
+    pts = raw.log_xy[raw.log_valid]
+
+    def distance(poly):
+        d = np.linalg.norm(np.asarray(poly)[:, None, :2] - pts[None, ::7], axis=-1)
+        return float(d.min())
+
+    items = [("lane", i, p) for i, p in enumerate(raw.lanes)] + [("edge", i, p) for i, p in enumerate(raw.edges)]
+    items += [("other", i, p) for i, (_, p) in enumerate(raw.others)]
+    rank = {"edge": 0, "lane": 1, "other": 2}
+    items.sort(key=lambda it: (round(distance(it[2]), 0), rank[it[0]]))
+    budget, chosen = cfg.max_road_segments, {"lane": set(), "edge": set(), "other": set()}
+    for kind, i, p in items:
+        if seg_count(p) <= budget:
+            chosen[kind].add(i)
+            budget -= seg_count(p)
+    lanes_kept = sorted(chosen["lane"])
+    lane_map = {old: new for new, old in enumerate(lanes_kept)}
+    lm = lambda j: lane_map.get(j, -1)  # noqa: E731
+
+    def route(r):
+        out = []
+        for lane in r:
+            if lane not in lane_map:
+                break
+            out.append(lane_map[lane])
+        return out
+
+    tl = None if raw.tl_state is None else np.asarray(raw.tl_state)[lanes_kept]
+    fitted = dataclasses.replace(
+        raw,
+        lanes=[raw.lanes[i] for i in lanes_kept],
+        lane_succ=[[lane_map[j] for j in raw.lane_succ[i] if j in lane_map] for i in lanes_kept],
+        lane_left=[lm(raw.lane_left[i]) for i in lanes_kept],
+        lane_right=[lm(raw.lane_right[i]) for i in lanes_kept],
+        edges=[raw.edges[i] for i in sorted(chosen["edge"])],
+        others=[raw.others[i] for i in sorted(chosen["other"])],
+        routes=[route(r) for r in raw.routes],
+        tl_state=tl,
+    )
+    return fitted, drop_objects, total - (cfg.max_road_segments - budget)
