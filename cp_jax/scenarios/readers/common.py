@@ -72,8 +72,6 @@ class ReadNotes:
     heading_unit: str = "rad"
     segments_before_decimation: int = 0
     segments_after_decimation: int = 0
-    truncated_objects: int = 0
-    truncated_segments: int = 0
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)

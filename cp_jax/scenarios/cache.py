@@ -1,0 +1,129 @@
+"""Scenario cache: scenes converted once into padded arrays, stored as a TFDS ArrayRecord dataset.
+
+Building and reading need tensorflow-datasets and array-record, not TensorFlow. Each record is one
+`Scenario` (every leaf a fixed-shape tensor for the dataset's SimConfig) plus its scene id; the
+SimConfig is part of the builder config, so a cache is only read back with the sizes it was built
+for. Random access by index (`ScenarioCache[i]`, `load_bank(...)`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import tensorflow_datasets as tfds
+
+from cp_jax.sim.types import Scenario, SimConfig
+
+CACHE_VERSION = "1.0.0"
+
+
+def scenario_spec(cfg: SimConfig) -> dict[str, jax.ShapeDtypeStruct]:
+    """Shapes and dtypes of every Scenario leaf for cfg (traced, nothing is computed)."""
+    a, s, l_, t, r = cfg.max_agents, cfg.max_road_segments, cfg.max_lanes, cfg.log_steps, cfg.max_route_points
+    g2 = cfg.num_cells
+    f32, i32, b = np.float32, np.int32, np.bool_
+    shapes = dict(
+        road_xy0=((s, 2), f32), road_xy1=((s, 2), f32), road_tan0=((s, 2), f32), road_tan1=((s, 2), f32),
+        road_type=((s,), i32), road_lane=((s,), i32), road_valid=((s,), b), road_feat=((s, 6), f32),
+        lane_succ=((l_, cfg.max_lane_successors), i32), lane_left=((l_,), i32), lane_right=((l_,), i32),
+        lane_valid=((l_,), b), tl_state=((l_, t), i32),
+        log_xy=((a, t, 2), f32), log_yaw=((a, t), f32), log_vel=((a, t, 2), f32), log_valid=((a, t), b),
+        size=((a, 2), f32), obj_type=((a,), i32), agent_valid=((a,), b), controllable=((a,), b),
+        goal=((a, 2), f32), sdc=((), i32),
+        route_xy=((a, r, 2), f32), route_lane=((a, r), i32), route_len=((a,), i32), priority=((a,), i32),
+        grid_origin=((2,), f32), grid_cell=((), f32),
+        cell_edges=((g2, cfg.cell_edges), i32), cell_lanes=((g2, cfg.cell_lanes), i32),
+        cell_road=((g2, cfg.obs_road), i32),
+    )
+    missing = {f.name for f in dataclasses.fields(Scenario)} - set(shapes)
+    if missing:
+        raise RuntimeError(f"scenario_spec is missing Scenario fields {sorted(missing)}")
+    return {k: jax.ShapeDtypeStruct(shape, dtype) for k, (shape, dtype) in shapes.items()}
+
+
+@dataclasses.dataclass
+class CacheConfig(tfds.core.BuilderConfig):
+    sim: dict = dataclasses.field(default_factory=dict)  # SimConfig fields
+
+
+class ScenarioCacheBuilder(tfds.core.GeneratorBasedBuilder):
+    """TFDS builder of a scenario cache; scenes come from a generator function set at build time."""
+
+    VERSION = tfds.core.Version(CACHE_VERSION)
+    BUILDER_CONFIGS = [CacheConfig(name="default")]
+    _examples: Callable[[], Iterable[tuple[str, Scenario]]] | None = None
+
+    def _info(self) -> tfds.core.DatasetInfo:
+        cfg = SimConfig(**self.builder_config.sim)
+        features = {
+            k: tfds.features.Tensor(shape=v.shape, dtype=np.dtype(v.dtype), encoding="zlib")
+            for k, v in scenario_spec(cfg).items()
+        }
+        features["scene_id"] = tfds.features.Text()
+        return self.dataset_info_from_configs(
+            features=tfds.features.FeaturesDict(features),
+            description="cp_jax scenario cache: padded Scenario arrays, one record per scene.",
+        )
+
+    def _split_generators(self, dl_manager):
+        del dl_manager
+        return {"train": self._generate_examples()}
+
+    def _generate_examples(self):
+        if self._examples is None:
+            raise RuntimeError("ScenarioCacheBuilder needs its scenes: use build_cache()")
+        for scene_id, scenario in self._examples():
+            leaves = {k: np.asarray(v) for k, v in dataclasses.asdict(scenario).items()}
+            leaves["scene_id"] = scene_id
+            yield scene_id, leaves
+
+
+def _builder(out_dir: str, cfg: SimConfig) -> ScenarioCacheBuilder:
+    sim = dataclasses.asdict(cfg)
+    name = f"a{cfg.max_agents}_s{cfg.max_road_segments}_l{cfg.max_lanes}_t{cfg.log_steps}_g{cfg.grid_size}"
+    config = CacheConfig(name=name, sim=sim)
+    return ScenarioCacheBuilder(data_dir=out_dir, config=config, file_format="array_record")
+
+
+def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tuple[str, Scenario]]]) -> str:
+    """Write the scenes yielded by examples() into out_dir; returns the dataset folder."""
+    builder = _builder(out_dir, cfg)
+    builder._examples = examples
+    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    with open(os.path.join(out_dir, "sim_config.json"), "w") as f:
+        json.dump(dataclasses.asdict(cfg), f, indent=2)
+    return builder.data_dir
+
+
+class ScenarioCache(Sequence):
+    """Random access to a built cache: cache[i] -> (scene_id, Scenario of numpy arrays)."""
+
+    def __init__(self, out_dir: str):
+        path = os.path.join(out_dir, "sim_config.json")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{out_dir}: no sim_config.json (not a cache built by launch.build_scenes)")
+        with open(path) as f:
+            self.cfg = SimConfig(**json.load(f))
+        self._source = _builder(out_dir, self.cfg).as_data_source(split="train")
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def __getitem__(self, i):
+        rec = self._source[i]
+        scene_id = rec.pop("scene_id")
+        scene_id = scene_id.decode() if isinstance(scene_id, bytes) else str(scene_id)
+        return scene_id, Scenario(**{k: np.asarray(v) for k, v in rec.items()})
+
+    def load_bank(self, indices: Sequence[int] | None = None) -> tuple[list[str], Scenario]:
+        """Scenes at indices (default: all) stacked into one device-resident bank [N, ...]."""
+        indices = range(len(self)) if indices is None else indices
+        items = [self[int(i)] for i in indices]
+        bank = jax.tree.map(lambda *x: jnp.asarray(np.stack(x)), *[s for _, s in items])
+        return [name for name, _ in items], bank
