@@ -12,6 +12,7 @@ is a JSON object.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import resource
@@ -26,6 +27,8 @@ flags.DEFINE_integer("steps", 80, "steps per rollout (lax.scan)")
 flags.DEFINE_integer("repeats", 3, "timed runs; the best is reported")
 flags.DEFINE_integer("seed", 0, "scene seed")
 flags.DEFINE_string("kind", "four_way", "procedural layout of the benchmark scene")
+flags.DEFINE_string("scenes", None, "a converted scene cache (launch.build_scenes --out); replaces the "
+                    "procedural benchmark scene: all its scenes batched (repeated to --batch if larger)")
 flags.DEFINE_bool("json", False, "print a JSON object as the last line")
 FLAGS = flags.FLAGS
 
@@ -38,37 +41,64 @@ def main(_):
     from cp_jax.scenarios.procedural.generator import benchmark_scene
     from cp_jax.sim import conditions, env, types
 
-    a, b, n = FLAGS.agents, FLAGS.batch, FLAGS.steps
-    raw = benchmark_scene(a, FLAGS.road_points, FLAGS.seed, FLAGS.kind)
-    n_seg = sum(len(p) - 1 for p in raw.lanes) + sum(len(p) - 1 for p in raw.edges)
-    n_seg += sum(len(p) - 1 for _, p in raw.others)
-    cfg = types.SimConfig(
-        max_agents=a, max_road_segments=max(n_seg, 256), max_lanes=64,
-        log_steps=91, episode_steps=90, enable_idm=False, obs_partners=min(31, a - 1),
-        obs_road=min(128, n_seg), remove_on_event=False,
-    )
-    scenario = build_scenario(raw, cfg)
-    params = types.default_params()
-    bank = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), scenario)
-    keys = jax.random.split(jax.random.PRNGKey(FLAGS.seed), b)
-    far = scenario.goal.at[:].set(1e4)  # nobody finishes: every slot is stepped every step
-    bank = bank.replace(goal=jnp.broadcast_to(far, (b,) + far.shape))
+    b, n = FLAGS.batch, FLAGS.steps
     cond = conditions.style("normal")
-    states = jax.vmap(lambda s, k: env.reset(s, k, cond, cfg))(bank, keys)
-    # Every slot is driven by the bicycle and stays in the world ("keep driving" mode), even the
-    # few cars that start overlapping another (the eligibility rule would replay them instead).
-    states = states.replace(controller=jnp.full_like(states.controller, types.POLICY))
-    controlled = int(jnp.sum(states.controller[0] == types.POLICY))
+    if FLAGS.scenes:
+        # Real scenes from a cache: controlled = eligible vehicles (moving, not parked, not within
+        # the goal radius at t=0); everyone else replays the log.
+        from cp_jax.scenarios.cache import ScenarioCache
 
-    def policy(p, obs, s, key):
-        noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
-        return (jax.random.randint(key, (a,), 0, 91) + noise) % 91
+        cache = ScenarioCache(FLAGS.scenes)
+        cfg = dataclasses.replace(cache.cfg, enable_idm=False, remove_on_event=False)
+        _, bank = cache.load_bank([i % len(cache) for i in range(max(b, len(cache)))])
+        b = jax.tree.leaves(bank)[0].shape[0]
+        states = jax.vmap(lambda sc, k: env.reset(sc, k, cond, cfg))(bank, jax.random.split(jax.random.PRNGKey(0), b))
+        n_seg = int(jnp.max(jnp.sum(bank.road_valid, -1)))
+    else:
+        raw = benchmark_scene(FLAGS.agents, FLAGS.road_points, FLAGS.seed, FLAGS.kind)
+        n_seg = sum(len(p) - 1 for p in raw.lanes) + sum(len(p) - 1 for p in raw.edges)
+        n_seg += sum(len(p) - 1 for _, p in raw.others)
+        cfg = types.SimConfig(
+            max_agents=FLAGS.agents, max_road_segments=max(n_seg, 256), max_lanes=64,
+            log_steps=91, episode_steps=90, enable_idm=False, obs_partners=min(31, FLAGS.agents - 1),
+            obs_road=min(128, n_seg), remove_on_event=False,
+        )
+        scenario = build_scenario(raw, cfg)
+        bank = jax.tree.map(lambda x: jnp.broadcast_to(x, (b,) + x.shape), scenario)
+        states = jax.vmap(lambda s, k: env.reset(s, k, cond, cfg))(bank, jax.random.split(jax.random.PRNGKey(0), b))
+        # Every slot is driven by the bicycle and stays in the world ("keep driving" mode), even the
+        # few cars that start overlapping another (the eligibility rule would replay them instead).
+        states = states.replace(controller=jnp.full_like(states.controller, types.POLICY))
+    # Nobody finishes: every controlled agent is stepped every step.
+    bank = bank.replace(goal=jnp.full_like(bank.goal, 1e4))
+    a = cfg.max_agents
+    controlled = int(jnp.sum(states.controller == types.POLICY))
+    params = types.default_params()
 
-    def run(states, bank):
-        def one(s, sc):
-            final, traj = env.rollout(policy, None, s, sc, params, cfg, n)
-            return final.t + jnp.sum(traj.out.reward) + jnp.sum(traj.out.collided)
-        return jnp.sum(jax.vmap(one)(states, bank))
+    if FLAGS.scenes:
+        # Observe only the controlled agents (one flat batch of rows across scenes).
+        import numpy as np
+
+        scene_idx, agent_idx = np.nonzero(np.asarray(states.controller == types.POLICY))
+        scene_idx, agent_idx = jnp.asarray(scene_idx, jnp.int32), jnp.asarray(agent_idx, jnp.int32)
+
+        def policy(p, obs, s, key):
+            noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
+            return (jax.random.randint(key, noise.shape, 0, 91) + noise) % 91
+
+        def run(states, bank):
+            final, (_, out) = env.rollout_rows(policy, None, states, bank, scene_idx, agent_idx, params, cfg, n)
+            return jnp.sum(final.t) + jnp.sum(out.reward) + jnp.sum(out.collided)
+    else:
+        def policy(p, obs, s, key):
+            noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
+            return (jax.random.randint(key, (a,), 0, 91) + noise) % 91
+
+        def run(states, bank):
+            def one(s, sc):
+                final, traj = env.rollout(policy, None, s, sc, params, cfg, n)
+                return final.t + jnp.sum(traj.out.reward) + jnp.sum(traj.out.collided)
+            return jnp.sum(jax.vmap(one)(states, bank))
 
     t0 = time.perf_counter()
     compiled = jax.jit(run).lower(states, bank).compile()
@@ -82,16 +112,18 @@ def main(_):
     best = min(times)
     result = dict(
         agent_steps_per_s=a * b * n / best,
-        controlled_agent_steps_per_s=controlled * b * n / best,
+        controlled_agent_steps_per_s=controlled * n / best,
         compile_s=compile_s,
         run_s=best,
         peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        agents=a, controlled_agents=controlled, road_segments=n_seg, batch=b, steps=n,
+        agents=a, controlled_agents=controlled, road_segments=n_seg, batch=b, steps=n, scenes=FLAGS.scenes,
         backend=jax.default_backend(), device=str(jax.devices()[0]),
         xla_flags=os.environ.get("XLA_FLAGS", ""), jax_version=jax.__version__,
     )
     print(
-        f"agents={a} road={n_seg} batch={b} steps={n}: {result['agent_steps_per_s']:,.0f} agent-steps/s "
+        f"agents={a} road={n_seg} batch={b} steps={n} controlled={controlled}: "
+        f"{result['agent_steps_per_s']:,.0f} agent-steps/s, "
+        f"{result['controlled_agent_steps_per_s']:,.0f} controlled-agent-steps/s "
         f"(compile {compile_s:.1f}s, run {best:.3f}s, peak RSS {result['peak_rss_mb']:.0f} MB)"
     )
     if FLAGS.json:

@@ -41,7 +41,7 @@ def _read_json_scenes(src: str):
     for path in files:
         try:
             raw, _ = gpudrive_json.read(path)
-        except Exception as e:  # noqa: BLE001 -- any bad file is reported and skipped
+        except Exception as e:  # any bad file is reported and skipped
             skipped.append((path, f"{type(e).__name__}: {e}"))
             continue
         raws.append(raw)
@@ -57,7 +57,7 @@ def _procedural_scenes(count: int):
         kind = layouts.LAYOUT_KINDS[seed % len(layouts.LAYOUT_KINDS)]
         try:
             raw = generator.generate(seed, kind)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # a failed scene is reported and skipped
             skipped.append((f"{kind}_{seed}", f"{type(e).__name__}: {e}"))
             continue
         raws.append(raw)

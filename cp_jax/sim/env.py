@@ -14,11 +14,11 @@ from flax import struct
 
 from cp_jax.sim import controllers, dynamics, geometry, types
 from cp_jax.sim import reward as reward_lib
-from cp_jax.sim.observation import observe
+from cp_jax.sim.observation import observe, observe_agents
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 
 __all__ = [
-    "reset", "step", "observe", "rollout", "default_controllers", "Trajectory",
+    "reset", "step", "observe", "observe_agents", "rollout", "rollout_rows", "default_controllers", "Trajectory",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 
@@ -135,8 +135,10 @@ def step(
 
     # Events.
     overlap = geometry.overlap_matrix(xy, yaw, scenario.size) & alive[None, :] & alive[:, None]
-    collided = jnp.any(overlap, -1)
-    partner = jnp.argmax(overlap, -1).astype(jnp.int32)
+    # One reduce gives both the partner (highest overlapping index) and the collision flag, so XLA
+    # fuses it with the overlap test instead of making extra passes over the [A, A] matrix.
+    partner = jnp.max(jnp.where(overlap, jnp.arange(cfg.max_agents, dtype=jnp.int32), -1), -1)
+    collided = partner >= 0
     offroad = _offroad(xy, yaw, scenario, cfg) & alive
     goal_dist = jnp.linalg.norm(xy - scenario.goal, axis=-1)
     at_goal = alive & (goal_dist < state.cond[:, 0]) & (jnp.abs(speed) <= state.cond[:, 9])
@@ -269,3 +271,36 @@ def auto_reset(
     state = state.replace(key=key)
     merged = jax.tree.map(lambda f, s: jnp.where(done, f, s), fresh, state)
     return merged, jnp.where(done, new_idx, scene_idx)
+
+
+def rollout_rows(
+    policy_fn: PolicyFn,
+    policy_params,
+    state: SimState,
+    bank: Scenario,
+    scene: jax.Array,
+    agent: jax.Array,
+    params: SimParams,
+    cfg: SimConfig,
+    num_steps: int,
+) -> tuple[SimState, tuple[jax.Array, StepOut]]:
+    """A batched rollout that observes only chosen rows (the policy's agents).
+
+    state and bank are batched [B, ...]; scene, agent [M] name the rows the policy drives
+    (observe_agents); everyone else follows their controller. policy_fn(params, obs [M, ...],
+    state, key) -> actions [M] (or [M, 2]). Returns the final state and per-step (actions [N, M],
+    StepOut [N, B, A]). The policy key is split off the first scene's key each step.
+    """
+    b = state.t.shape[0]
+    shape = (b, cfg.max_agents) if cfg.discrete_actions else (b, cfg.max_agents, 2)
+
+    def body(s: SimState, _):
+        keys = jax.vmap(jax.random.split)(s.key)  # [B, 2, ...]
+        s = s.replace(key=keys[:, 0])
+        obs = observe_agents(s, bank, scene, agent, cfg)
+        rows = policy_fn(policy_params, obs, s, keys[0, 1])
+        actions = jnp.zeros(shape, rows.dtype).at[scene, agent].set(rows)
+        s_next, out = jax.vmap(lambda st, a, sc: step(st, a, sc, params, cfg))(s, actions, bank)
+        return s_next, (rows, out)
+
+    return jax.lax.scan(body, state, None, length=num_steps)

@@ -36,29 +36,24 @@ def overlap_matrix(xy: jax.Array, yaw: jax.Array, size: jax.Array) -> jax.Array:
     edge or corner, zero penetration) do not overlap.
     """
     half_l, half_w = 0.5 * size[:, 0], 0.5 * size[:, 1]
-    d = xy[None, :, :] - xy[:, None, :]  # [i, j] vector from i to j
-    dyaw = yaw[None, :] - yaw[:, None]
-    c, s = jnp.abs(jnp.cos(dyaw)), jnp.abs(jnp.sin(dyaw))
-    ci, si = jnp.cos(yaw)[:, None], jnp.sin(yaw)[:, None]
-    cj, sj = jnp.cos(yaw)[None, :], jnp.sin(yaw)[None, :]
-    # Axes of box i: projections of d and of box j's extents.
-    d_li = jnp.abs(d[..., 0] * ci + d[..., 1] * si)
-    d_wi = jnp.abs(-d[..., 0] * si + d[..., 1] * ci)
-    r_j_on_li = half_l[None, :] * c + half_w[None, :] * s
-    r_j_on_wi = half_l[None, :] * s + half_w[None, :] * c
-    # Axes of box j.
-    d_lj = jnp.abs(d[..., 0] * cj + d[..., 1] * sj)
-    d_wj = jnp.abs(-d[..., 0] * sj + d[..., 1] * cj)
-    r_i_on_lj = half_l[:, None] * c + half_w[:, None] * s
-    r_i_on_wj = half_l[:, None] * s + half_w[:, None] * c
-    eps = 1e-6
+    cos, sin = jnp.cos(yaw), jnp.sin(yaw)  # [A]: no transcendentals per pair
+    ci, si, cj, sj = cos[:, None], sin[:, None], cos[None, :], sin[None, :]
+    dx = xy[None, :, 0] - xy[:, None, 0]  # [i, j] vector from i to j
+    dy = xy[None, :, 1] - xy[:, None, 1]
+    c = jnp.abs(cj * ci + sj * si)  # |cos(yaw_j - yaw_i)|
+    s = jnp.abs(sj * ci - cj * si)  # |sin(yaw_j - yaw_i)|
+    hl_i, hw_i, hl_j, hw_j = half_l[:, None], half_w[:, None], half_l[None, :], half_w[None, :]
+    eps = 1e-4  # penetration below 0.1 mm is touching
     overlap = (
-        (d_li < half_l[:, None] + r_j_on_li - eps)
-        & (d_wi < half_w[:, None] + r_j_on_wi - eps)
-        & (d_lj < half_l[None, :] + r_i_on_lj - eps)
-        & (d_wj < half_w[None, :] + r_i_on_wj - eps)
+        # Axes of box i: |d . axis| against both boxes' extents along it.
+        (jnp.abs(dx * ci + dy * si) < hl_i + hl_j * c + hw_j * s - eps)
+        & (jnp.abs(-dx * si + dy * ci) < hw_i + hl_j * s + hw_j * c - eps)
+        # Axes of box j.
+        & (jnp.abs(dx * cj + dy * sj) < hl_j + hl_i * c + hw_i * s - eps)
+        & (jnp.abs(-dx * sj + dy * cj) < hw_j + hl_i * s + hw_i * c - eps)
     )
-    return overlap & ~jnp.eye(xy.shape[0], dtype=bool)
+    # Exactly symmetric whatever the rounding (fused multiply-adds differ between (i, j) and (j, i)).
+    return overlap & overlap.T & ~jnp.eye(xy.shape[0], dtype=bool)
 
 
 def point_segment(p: jax.Array, a: jax.Array, b: jax.Array):
@@ -79,22 +74,22 @@ def signed_distance(p, a, b, tan0, tan1, valid):
     a, b, tan0, tan1: [P, M, 2]; valid [P, M]. Positive = right of the nearest segment (off-road
     for road edges, which keep the road on their left). At a vertex the sign uses the tangent
     bisector, so convex and concave corners are signed correctly. No valid candidate -> +inf
-    ("far from any edge").
+    ("far from any edge"). Every candidate is signed, then the nearest is picked with plain
+    min / max reductions (no argmin: its variadic reduce is slow on XLA:CPU); among equally near
+    candidates the most off-road sign wins.
     """
-    t, dist = point_segment(p[:, None, :], a, b)
-    dist = jnp.where(valid, dist, jnp.inf)
-    idx = jnp.argmin(dist, axis=-1)
-    take = lambda x: jnp.take_along_axis(x, idx[:, None, None], axis=1)[:, 0]  # noqa: E731
-    t_n = jnp.take_along_axis(t, idx[:, None], axis=1)[:, 0]
-    a_n, b_n = take(a), take(b)
-    seg = b_n - a_n
-    seg = seg / jnp.maximum(jnp.linalg.norm(seg, axis=-1, keepdims=True), 1e-9)
-    tangent = jnp.where(t_n[:, None] <= 1e-6, take(tan0), jnp.where(t_n[:, None] >= 1 - 1e-6, take(tan1), seg))
-    closest = a_n + t_n[:, None] * (b_n - a_n)
-    rel = p - closest
-    cross = tangent[:, 0] * rel[:, 1] - tangent[:, 1] * rel[:, 0]  # > 0: left of the edge
-    d = jnp.min(dist, axis=-1)
-    return jnp.where(cross > 0, -d, d)
+    q = p[:, None, :]
+    ab = b - a
+    length = jnp.maximum(jnp.linalg.norm(ab, axis=-1, keepdims=True), 1e-9)
+    t = jnp.clip(jnp.sum((q - a) * ab, -1) / jnp.square(length[..., 0]), 0.0, 1.0)
+    rel = q - (a + t[..., None] * ab)
+    dist = jnp.where(valid, jnp.linalg.norm(rel, axis=-1), jnp.inf)
+    tangent = jnp.where(t[..., None] <= 1e-6, tan0, jnp.where(t[..., None] >= 1 - 1e-6, tan1, ab / length))
+    cross = tangent[..., 0] * rel[..., 1] - tangent[..., 1] * rel[..., 0]  # > 0: left of the edge
+    signed = jnp.where(cross > 0, -dist, dist)
+    nearest = jnp.min(dist, axis=-1, keepdims=True)
+    picked = jnp.max(jnp.where(dist <= nearest + 1e-6, signed, -jnp.inf), axis=-1)
+    return jnp.where(jnp.isfinite(nearest[..., 0]), picked, jnp.inf)
 
 
 def cell_of(xy: jax.Array, origin: jax.Array, cell: jax.Array, grid_size: int) -> jax.Array:
@@ -157,6 +152,12 @@ def build_road_index(road_xy0, road_xy1, road_type, road_valid, cfg: types.SimCo
     edges, lanes, road = jax.lax.map(row_fn, jnp.arange(g))
     flat = lambda x: x.reshape(g * g, -1)  # noqa: E731
     return lo, cell, flat(edges), flat(lanes), flat(road)
+
+
+def take(table: jax.Array, *index: jax.Array) -> jax.Array:
+    """table[index] for a table [..., C] with C trailing columns, done as C gathers of scalars:
+    on XLA:CPU that is markedly faster than gathering C-wide rows (see BUILD_NOTES.md)."""
+    return jnp.stack([table[..., j][index] for j in range(table.shape[-1])], -1)
 
 
 def gather_segments(scenario, ids: jax.Array):
