@@ -223,3 +223,89 @@ def test_continuous_actions():
     fs, _ = roll(policy, None, s0, sc, PARAMS, cfg, 10)
     np.testing.assert_allclose(float(fs.speed[0]), 5.0 + 2.0 * 1.0, atol=1e-4)
     np.testing.assert_allclose(float(fs.xy[0, 0]), 10 + 5.0 * 1.0 + 0.5 * 2.0 * 1.0, atol=1e-3)
+
+
+def _idm_world(yaw: float):
+    """An IDM car on a straight road rotated by yaw, its route ending 40 m ahead."""
+    raw = straight_road([(20, -2, 0, 12.0)], goals=[(60, -2)], length=200)
+    c, s = np.cos(yaw), np.sin(yaw)
+    rot = lambda p: p @ np.array([[c, s], [-s, c]])  # noqa: E731
+    raw.lanes = [rot(p) for p in raw.lanes]
+    raw.edges = [rot(p) for p in raw.edges]
+    raw.others = [(k, rot(p)) for k, p in raw.others]
+    raw.log_xy, raw.goal = rot(raw.log_xy), rot(raw.goal)
+    raw.log_vel = rot(raw.log_vel)
+    raw.log_yaw = raw.log_yaw + yaw
+    return raw
+
+
+def test_idm_brakes_smoothly_to_the_route_end_whatever_the_heading():
+    speeds = []
+    for yaw in (0.0, np.pi / 2, np.pi, -2.0):
+        sc, s0 = _reset(_idm_world(yaw), controller=jnp.full((CFG.max_agents,), types.IDM))
+        _, tr = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+        v = np.asarray(tr.state.speed[:, 0])
+        speeds.append(v)
+        assert np.min(np.diff(v)) / 0.1 > -8.01  # never more than the IDM clip, no instant stop
+    for v in speeds[1:]:
+        np.testing.assert_allclose(v, speeds[0], atol=1e-3)  # the world's heading does not matter
+
+
+def test_idm_without_route_replays_its_log():
+    raw = straight_road([(20, -2, 0, 5.0)], goals=[(150, -2)])
+    raw.routes = [[]]
+    sc, s0 = _reset(raw, controller=jnp.full((CFG.max_agents,), types.IDM))
+    fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
+    np.testing.assert_allclose(np.asarray(fs.xy[0]), raw.log_xy[0, 20], atol=1e-4)
+
+
+def test_no_road_edges_means_nothing_to_leave():
+    raw = straight_road([(20, -2, 0, 5.0)], goals=[(150, -2)])
+    raw.edges = []
+    sc, s0 = _reset(raw)
+    fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 5)
+    assert int(fs.first_offroad_t[0]) == types.INF_T
+
+
+def test_actions_are_clipped_to_the_grid():
+    cfg = small_config(discrete_actions=False)
+    sc, s0 = _reset(straight_road([(10, -2, 0, 5.0)], goals=[(190, -2)]), cfg=cfg)
+    big = lambda p, obs, s, k: jnp.tile(jnp.array([[100.0, 1.6]]), (cfg.max_agents, 1))  # noqa: E731
+    ok = lambda p, obs, s, k: jnp.tile(jnp.array([[4.0, 1.0]]), (cfg.max_agents, 1))  # noqa: E731
+    f1, _ = roll(big, None, s0, sc, PARAMS, cfg, 3)
+    f2, _ = roll(ok, None, s0, sc, PARAMS, cfg, 3)
+    np.testing.assert_allclose(np.asarray(f1.xy[0]), np.asarray(f2.xy[0]), atol=1e-5)
+    sc, s0 = _reset(straight_road([(10, -2, 0, 5.0)], goals=[(190, -2)]))
+    f3, _ = roll(const_policy(1000), None, s0, sc, PARAMS, CFG, 3)
+    f4, _ = roll(const_policy(90), None, s0, sc, PARAMS, CFG, 3)
+    np.testing.assert_allclose(np.asarray(f3.xy[0]), np.asarray(f4.xy[0]), atol=1e-5)
+
+
+def test_lane_frame_prefers_lanes_going_the_agents_way():
+    from cp_jax.sim import geometry
+
+    sc = build_scenario(straight_road([(50, -2, 0, 0)]), CFG)
+    # 0.8 m from the eastbound lane, 3.2 m from the westbound one, heading west.
+    err, lat, dist, found = geometry.lane_frame(jnp.array([[60.0, -1.2]]), jnp.array([np.pi]), sc, CFG)
+    np.testing.assert_allclose(float(dist[0]), 3.2, atol=1e-4)
+    assert abs(float(err[0])) < 1e-4
+
+
+@pytest.mark.parametrize(
+    "field, mutate",
+    [
+        ("sdc", lambda r: setattr(r, "sdc", 7)),
+        ("obj_type", lambda r: setattr(r, "obj_type", np.full(r.num_objects, 9))),
+        ("routes", lambda r: setattr(r, "routes", r.routes + [[0]])),
+        ("tl_state", lambda r: setattr(r, "tl_state", np.full((2, 21), 7))),
+        ("tl_state", lambda r: setattr(r, "tl_state", np.zeros((2, 5), int))),
+        ("size", lambda r: setattr(r, "size", np.ones(r.num_objects))),
+        ("lane_left", lambda r: setattr(r, "lane_left", [5, -1])),
+        ("lanes\\[0\\]", lambda r: r.lanes.__setitem__(0, np.zeros((1, 2)))),
+    ],
+)
+def test_builder_rejects_bad_fields_by_name(field, mutate):
+    raw = straight_road([(10, -2, 0, 5.0), (30, -2, 0, 5.0)])
+    mutate(raw)
+    with pytest.raises(SceneError, match=field):
+        build_scenario(raw, CFG)

@@ -90,9 +90,50 @@ def resample_route(raw: RawScene, lanes: list[int], start: np.ndarray, goal: np.
     return out_xy, out_lane, n
 
 
+def _check_shapes(raw: RawScene) -> None:
+    """Every per-object and per-lane field has the length its neighbours imply; ids are in range."""
+    if np.ndim(raw.log_xy) != 3 or np.shape(raw.log_xy)[2] != 2:
+        _fail(raw, "log_xy", f"shape {np.shape(raw.log_xy)}, expected [N, T, 2]")
+    n, t = raw.log_xy.shape[:2]
+    expect = {
+        "log_yaw": (n, t), "log_vel": (n, t, 2), "log_valid": (n, t), "size": (n, 2), "obj_type": (n,),
+        "goal": (n, 2), "controllable": (n,),
+    }
+    if raw.priority is not None:
+        expect["priority"] = (n,)
+    for field, shape in expect.items():
+        if np.shape(getattr(raw, field)) != shape:
+            _fail(raw, field, f"shape {np.shape(getattr(raw, field))}, expected {shape}")
+    if len(raw.routes) != n:
+        _fail(raw, "routes", f"{len(raw.routes)} routes for {n} objects")
+    if not 0 <= int(raw.sdc) < n:
+        _fail(raw, "sdc", f"index {raw.sdc} out of range [0, {n})")
+    bad_type = (np.asarray(raw.obj_type) < 0) | (np.asarray(raw.obj_type) >= len(types.OBJECT_TYPES))
+    if bad_type.any():
+        _fail(raw, "obj_type", f"object {int(np.flatnonzero(bad_type)[0])} has an unknown type id")
+    n_lanes = len(raw.lanes)
+    for field in ("lane_succ", "lane_left", "lane_right"):
+        if len(getattr(raw, field)) != n_lanes:
+            _fail(raw, field, f"{len(getattr(raw, field))} entries for {n_lanes} lanes")
+    for field in ("lane_left", "lane_right"):
+        ids = np.asarray(getattr(raw, field), int)
+        if ((ids < -1) | (ids >= n_lanes)).any():
+            _fail(raw, field, "lane id out of range")
+    for i, lane in enumerate(raw.lanes):
+        if len(polyline_segments(lane)[0]) == 0:
+            _fail(raw, f"lanes[{i}]", "fewer than 2 distinct points")
+    if raw.tl_state is not None:
+        tl = np.asarray(raw.tl_state)
+        if tl.ndim != 2 or tl.shape[0] != n_lanes or tl.shape[1] < t:
+            _fail(raw, "tl_state", f"shape {tl.shape}, expected [{n_lanes}, >= {t}]")
+        if ((tl < 0) | (tl > types.TL_GO)).any():
+            _fail(raw, "tl_state", "unknown traffic-light state id")
+
+
 def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
     """Validate a RawScene and pad it to cfg's static sizes. Raises SceneError naming the field."""
     a_max, s_max, l_max, t_max = cfg.max_agents, cfg.max_road_segments, cfg.max_lanes, cfg.log_steps
+    _check_shapes(raw)
     n, t_raw = raw.log_xy.shape[:2]
     if n == 0:
         _fail(raw, "objects", "no objects")

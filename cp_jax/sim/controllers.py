@@ -50,7 +50,8 @@ def project_on_route(scenario: Scenario, xy: jax.Array, cfg: SimConfig) -> jax.A
 
 def idm_accel(v, v0, gap, dv, p: IDMParams):
     """IDM acceleration [A] for speed v, desired speed v0, gap to the leader, closing speed dv."""
-    s_star = p.min_gap + jnp.maximum(0.0, v * p.headway + v * dv / (2 * jnp.sqrt(p.max_accel * p.comfort_decel)))
+    ab = jnp.maximum(p.max_accel * p.comfort_decel, 1e-3)  # guards against zero parameters
+    s_star = p.min_gap + jnp.maximum(0.0, v * p.headway + v * dv / (2 * jnp.sqrt(ab)))
     free = 1.0 - (jnp.maximum(v, 0.0) / jnp.maximum(v0, 0.1)) ** p.delta
     interaction = (s_star / jnp.maximum(gap, 0.1)) ** 2
     return p.max_accel * (free - interaction)
@@ -106,14 +107,19 @@ def idm(state: SimState, scenario: Scenario, p: IDMParams, cfg: SimConfig):
     )
     gap_light = jnp.min(jnp.where(red, ahead - half_l[:, None], jnp.inf), -1)
 
-    gap = jnp.minimum(gap_agents, gap_light)
-    dv = jnp.where(gap_light < gap_agents, state.speed, state.speed - lead_v)
+    # The route's end is a stopped obstacle: IDM brakes smoothly to a halt there.
+    gap_end = (last * spacing).astype(jnp.float32) - state.route_s - half_l
+    gap_stop = jnp.minimum(gap_light, gap_end)
+    gap = jnp.minimum(gap_agents, gap_stop)
+    dv = jnp.where(gap_stop < gap_agents, state.speed, state.speed - lead_v)
 
     # Curve speed: at each window point v <= sqrt(3 m/s^2 / curvature); the desired speed now is
     # what still allows braking (comfortably) down to every such limit ahead.
     seg = jnp.diff(pts, axis=1)
     seg_yaw = jnp.arctan2(seg[..., 1], seg[..., 0])
     turn = jnp.abs(dynamics.wrap_angle(jnp.diff(seg_yaw, axis=1)))  # [A, W-2]
+    real = (jnp.diff(win, axis=1)[:, 1:] > 0) & (jnp.diff(win, axis=1)[:, :-1] > 0)  # not past the end
+    turn = jnp.where(real, turn, 0.0)
     v_curve = jnp.sqrt(3.0 * spacing / jnp.maximum(turn, 1e-4))
     reach = jnp.sqrt(v_curve**2 + 2.0 * p.comfort_decel * jnp.maximum(ahead[:, 1:-1], 0.0))
     v0 = jnp.minimum(p.desired_speed, jnp.min(jnp.where(win_ok[:, 1:-1], reach, jnp.inf), -1))
@@ -123,5 +129,4 @@ def idm(state: SimState, scenario: Scenario, p: IDMParams, cfg: SimConfig):
     v1 = jnp.maximum(state.speed + acc * cfg.dt, 0.0)
     s1 = jnp.minimum(state.route_s + 0.5 * (state.speed + v1) * cfg.dt, last * spacing)
     xy, yaw = route_position(scenario, s1, cfg)
-    at_end = s1 >= last * spacing - 1e-3
-    return xy, yaw, jnp.where(at_end, 0.0, v1), s1
+    return xy, yaw, v1, s1

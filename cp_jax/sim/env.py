@@ -80,16 +80,22 @@ def reset(
 
 
 def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
+    """(accel, steer) [A] from discrete indices (clipped to the grid) or continuous values (clipped
+    to the grid's range, so a steer beyond +-pi/2 cannot flip the tangent)."""
     if cfg.discrete_actions:
-        return dynamics.decode_discrete(action, params.accel_grid, params.steer_grid)
-    return action[..., 0], action[..., 1]
+        n = params.accel_grid.shape[0] * params.steer_grid.shape[0]
+        return dynamics.decode_discrete(jnp.clip(action, 0, n - 1), params.accel_grid, params.steer_grid)
+    accel = jnp.clip(action[..., 0], params.accel_grid[0], params.accel_grid[-1])
+    steer = jnp.clip(action[..., 1], params.steer_grid[0], params.steer_grid[-1])
+    return accel, steer
 
 
 def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig) -> jax.Array:
     """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt."""
     corners = geometry.box_corners(xy, yaw, scenario.size)  # [A, 4, 2]
     sd = geometry.edge_distance(corners.reshape(-1, 2), scenario, cfg).reshape(-1, 4)
-    return jnp.any(sd > 0.0, -1) & (scenario.obj_type != types.PEDESTRIAN)
+    # A scene without any road edge has nothing to leave: +inf (no candidate) is on-road.
+    return jnp.any((sd > 0.0) & jnp.isfinite(sd), -1) & (scenario.obj_type != types.PEDESTRIAN)
 
 
 def step(
@@ -110,9 +116,10 @@ def step(
     )
     l_xy, l_yaw, l_v, l_valid = controllers.log_replay(scenario, t_log)
     c_xy, c_yaw, c_v = controllers.constant_velocity(state, cfg.dt)
-    is_policy = (ctrl == types.POLICY) | (ctrl == types.OTHER_POLICY)
-    is_log = ctrl == types.LOG
     has_route = scenario.route_len >= 2
+    is_policy = (ctrl == types.POLICY) | (ctrl == types.OTHER_POLICY)
+    # IDM needs a lane route: without one (or with IDM compiled out) the agent replays its log.
+    is_log = (ctrl == types.LOG) | ((ctrl == types.IDM) & (~has_route | (not cfg.enable_idm)))
     pick = lambda p, lg, c: jnp.where(  # noqa: E731
         _bcast(is_policy, p), p, jnp.where(_bcast(is_log, lg), lg, c)
     )

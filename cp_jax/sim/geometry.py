@@ -178,7 +178,8 @@ def edge_distance(points: jax.Array, scenario, cfg: types.SimConfig) -> jax.Arra
 
 
 def lane_frame(xy: jax.Array, yaw: jax.Array, scenario, cfg: types.SimConfig):
-    """Pose relative to the nearest lane centreline segment, via the grid.
+    """Pose relative to the nearest lane centreline segment (distance + 2 m x (1 - cos heading
+    difference), so lanes going the agent's way win at junctions), via the grid.
 
     xy [A, 2], yaw [A] -> (heading error [A] in (-pi, pi], lateral offset [A] (positive = right of
     the centreline), distance [A], found [A] bool).
@@ -187,7 +188,12 @@ def lane_frame(xy: jax.Array, yaw: jax.Array, scenario, cfg: types.SimConfig):
     a, b, _, _, valid = gather_segments(scenario, scenario.cell_lanes[cells])
     _, dist = point_segment(xy[:, None, :], a, b)
     dist = jnp.where(valid, dist, jnp.inf)
-    idx = jnp.argmin(dist, -1)
+    # Prefer lanes going the agent's way: at junctions a crossing or opposing lane can be nearer.
+    seg_dir = b - a
+    cos_h = (seg_dir[..., 0] * jnp.cos(yaw)[:, None] + seg_dir[..., 1] * jnp.sin(yaw)[:, None]) / jnp.maximum(
+        jnp.linalg.norm(seg_dir, axis=-1), 1e-9
+    )
+    idx = jnp.argmin(dist + 2.0 * (1.0 - cos_h), -1)
     pick = lambda x: jnp.take_along_axis(x, idx[:, None, None], 1)[:, 0]  # noqa: E731
     a_n, b_n = pick(a), pick(b)
     seg = b_n - a_n
@@ -196,6 +202,6 @@ def lane_frame(xy: jax.Array, yaw: jax.Array, scenario, cfg: types.SimConfig):
     rel = xy - a_n
     norm = jnp.maximum(jnp.linalg.norm(seg, axis=-1), 1e-9)
     lateral = -(seg[:, 0] * rel[:, 1] - seg[:, 1] * rel[:, 0]) / norm
-    d = jnp.min(dist, -1)
+    d = jnp.take_along_axis(dist, idx[:, None], 1)[:, 0]
     found = jnp.isfinite(d)
     return jnp.where(found, err, 0.0), jnp.where(found, lateral, 0.0), d, found

@@ -57,7 +57,7 @@ class SimConfig:
     partner_radius: float = 50.0
     grid_size: int = 32  # cells per side of the road index
     cell_edges: int = 24  # road-edge candidates kept per cell (off-road test)
-    cell_lanes: int = 12  # lane candidates kept per cell (reward's lane terms, IDM)
+    cell_lanes: int = 16  # lane candidates kept per cell (reward's lane terms)
     discrete_actions: bool = True
     remove_on_event: bool = True  # False: "keep driving" after a collision / off-road
     enable_idm: bool = True  # False compiles the IDM controller out of step()
@@ -81,8 +81,10 @@ class SimConfig:
             value = getattr(self, name)
             if not value > 0:
                 raise ValueError(f"SimConfig.{name} must be > 0, got {value!r}")
-        if self.episode_steps >= self.log_steps + 1000:
-            raise ValueError("SimConfig.episode_steps is implausibly large")
+        if self.episode_steps > self.log_steps - 1:
+            raise ValueError(
+                f"SimConfig.episode_steps ({self.episode_steps}) must be <= log_steps - 1 ({self.log_steps - 1})"
+            )
         if self.obs_road > self.max_road_segments:
             raise ValueError(
                 f"SimConfig.obs_road ({self.obs_road}) must be <= max_road_segments "

@@ -13,8 +13,8 @@ import os
 
 import numpy as np
 
-from cp_jax.scenarios.readers import common
 from cp_jax.scenarios.raw import RawScene
+from cp_jax.scenarios.readers import common
 
 
 def _require(d: dict, key: str, where: str, path: str):
