@@ -81,13 +81,14 @@ def idm(state: SimState, scenario: Scenario, p: IDMParams, cfg: SimConfig):
     # Obstacles: current positions of alive others, and predicted positions of higher-priority ones.
     heading = jnp.stack([jnp.cos(state.yaw), jnp.sin(state.yaw)], -1)
     vel = state.speed[:, None] * heading
-    cands = jnp.stack([state.xy, state.xy + vel * 1.0, state.xy + vel * 2.0], 0)  # [3, A, 2]
+    horizons = (0.0, 1.0, 2.0)  # s: where others are now, and where they will be
+    cands = jnp.stack([state.xy + vel * h for h in horizons], 0)  # [H, A, 2]
     others = state.alive[None, :] & ~jnp.eye(a_n, dtype=bool)  # [i, j]
     higher = scenario.priority[None, :] < scenario.priority[:, None]
-    use = jnp.stack([others, others & higher, others & higher], 0)  # [3, i, j]
+    use = jnp.stack([others] + [others & higher] * (len(horizons) - 1), 0)  # [H, i, j]
     half_w = 0.5 * scenario.size[:, 1]
     lateral_tol = half_w[:, None] + half_w[None, :] + 0.3  # [i, j]
-    d = jnp.linalg.norm(pts[None, :, None, :, :] - cands[:, None, :, None, :], axis=-1)  # [3,i,j,W]
+    d = jnp.linalg.norm(pts[None, :, None, :, :] - cands[:, None, :, None, :], axis=-1)  # [H,i,j,W]
     hit = use[..., None] & win_ok[None, :, None, :] & (d < lateral_tol[None, :, :, None])
     half_l = 0.5 * scenario.size[:, 0]
     gap_pts = ahead[None, :, None, :] - half_l[None, :, None, None] - half_l[None, None, :, None]

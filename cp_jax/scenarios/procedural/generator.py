@@ -9,6 +9,7 @@ repeated, so the logs are collision-free.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import jax
@@ -119,6 +120,9 @@ def _idm_log(scenario, desired_speed, cfg: types.SimConfig):
     return xy, yaw, speed, collided, offroad
 
 
+WARMUP_STEPS = 20  # IDM runs 2 s before the log starts, so starting speeds fit the traffic
+
+
 def generate(
     seed: int,
     kind: str | None = None,
@@ -126,7 +130,13 @@ def generate(
     log_steps: int = 91,
     max_rounds: int = 6,
 ) -> RawScene:
-    """A procedural RawScene. kind: one of layouts.LAYOUT_KINDS, or None for a seeded choice."""
+    """A procedural RawScene. kind: one of layouts.LAYOUT_KINDS, or None for a seeded choice.
+
+    The IDM run starts WARMUP_STEPS before the log, so the hard braking of agents that were placed
+    too fast for their situation happens before the log. Agents that collide or leave the road in
+    the run are dropped (those that yield first, half the offenders per round; after max_rounds
+    all of them) and the run is repeated until it is clean.
+    """
     rng = np.random.default_rng(seed)
     kind = kind or str(rng.choice(layouts.LAYOUT_KINDS))
     if kind not in layouts.LAYOUT_KINDS:
@@ -134,33 +144,35 @@ def generate(
     layout = layouts.make_layout(kind, rng)
     agents = _place_agents(layout, num_agents, rng)
     desired = [rng.uniform(8.0, 14.0) for _ in agents]
-    tl = tl_program(layout, log_steps, rng)
-    parked = list(layout.parked)
-    for _ in range(max_rounds):
-        raw = _assemble(layout, agents, parked, tl, log_steps, f"{kind}_{seed}")
-        cfg = _sizing(raw.num_objects, layout, log_steps)
-        scenario = build_scenario(raw, cfg)
+    total = log_steps + WARMUP_STEPS
+    tl = tl_program(layout, total, rng)
+    name = f"{kind}_{seed}"
+    for round_ in range(10 * max_rounds):
+        raw = _assemble(layout, agents, list(layout.parked), tl, total, name)
+        cfg = _sizing(raw.num_objects, layout, total)
         speeds = np.zeros(cfg.max_agents, np.float32)
         speeds[: len(agents)] = desired
-        xy, yaw, speed, collided, offroad = jax.device_get(_idm_log(scenario, jnp.asarray(speeds), cfg))
-        bad = (collided.any(0) | offroad.any(0))[: len(agents)]
-        if not bad.any():
+        xy, yaw, speed, collided, offroad = jax.device_get(
+            _idm_log(build_scenario(raw, cfg), jnp.asarray(speeds), cfg)
+        )
+        bad = np.flatnonzero((collided.any(0) | offroad.any(0))[: len(agents)])
+        if len(bad) == 0:
             break
-        # Drop the offenders that yield (higher priority number), then the later ones; re-run.
-        worst = [i for i in np.flatnonzero(bad)]
-        drop = set(sorted(worst, key=lambda i: (-agents[i][4], -i))[: max(1, len(worst) // 2)])
+        order = sorted(bad, key=lambda i: (-agents[i][4], -i))  # yielding ones, then later ones
+        drop = set(order if round_ >= max_rounds else order[: max(1, len(bad) // 2)])
         agents = [a for i, a in enumerate(agents) if i not in drop]
         desired = [d for i, d in enumerate(desired) if i not in drop]
-    else:
-        keep = ~bad
-        agents = [a for i, a in enumerate(agents) if keep[i]]
-        desired = [d for i, d in enumerate(desired) if keep[i]]
-        raw = _assemble(layout, agents, parked, tl, log_steps, f"{kind}_{seed}")
-        cfg = _sizing(raw.num_objects, layout, log_steps)
-        speeds = np.zeros(cfg.max_agents, np.float32)
-        speeds[: len(agents)] = desired
-        xy, yaw, speed, collided, offroad = jax.device_get(_idm_log(build_scenario(raw, cfg), jnp.asarray(speeds), cfg))
-    return _with_logs(raw, len(agents), xy, yaw, speed)
+    return _trim(_with_logs(raw, len(agents), xy, yaw, speed), WARMUP_STEPS)
+
+
+def _trim(raw: RawScene, start: int) -> RawScene:
+    """Drop the first `start` steps of every time series (the IDM warm-up)."""
+    moved = np.linalg.norm(raw.log_xy[:, -1] - raw.log_xy[:, start], axis=-1)
+    return dataclasses.replace(
+        raw, log_xy=raw.log_xy[:, start:], log_yaw=raw.log_yaw[:, start:], log_vel=raw.log_vel[:, start:],
+        log_valid=raw.log_valid[:, start:], tl_state=None if raw.tl_state is None else raw.tl_state[:, start:],
+        controllable=raw.controllable & (moved > 2.0),
+    )
 
 
 def _assemble(layout, agents, parked, tl, n_steps, name) -> RawScene:
