@@ -29,7 +29,8 @@ def observe(state: SimState, scenario: Scenario, cfg: SimConfig) -> Obs:
     ids = scenario.cell_road[cells]  # [A, k]
     return _encode(
         xy, yaw, alive, state.speed, scenario.size, scenario.goal, state.first_collision_t <= state.t, state.cond,
-        geometry.take(xy, idx), yaw[idx], state.speed[idx], geometry.take(scenario.size, idx), scenario.obj_type[idx], p_mask,
+        geometry.take(xy, idx), yaw[idx], state.speed[idx], geometry.take(scenario.size, idx),
+        scenario.obj_type[idx], p_mask,
         geometry.take(scenario.road_feat, jnp.maximum(ids, 0)), ids >= 0,
     )
 

@@ -292,8 +292,8 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
         fail(name, "objects", "no controllable vehicle (a vehicle valid at t=0 that moves >= 2 m)")
     remap = {int(old): new for new, old in enumerate(keep)}
     sdc = remap.get(int(sdc), -1)
-    if sdc < 0 or not controllable[sdc]:
-        sdc = int(np.flatnonzero(controllable)[0]) if sdc < 0 else sdc
+    if sdc < 0:  # unknown (or never valid): the first controllable vehicle stands in
+        sdc = int(np.flatnonzero(controllable)[0])
 
     # Lane graph, traffic lights, routes.
     succ, left, right = lane_graph(lanes)
