@@ -100,7 +100,7 @@ def test_grid_edge_distance_matches_brute_force():
     sc = build_scenario(straight_road([(50, -2, 0, 0)]), cfg)
     rng = np.random.default_rng(0)
     pts = jnp.asarray(np.stack([rng.uniform(-10, 210, 400), rng.uniform(-12, 12, 400)], -1), jnp.float32)
-    ours = np.asarray(geometry.edge_distance(pts, sc, cfg))
+    ours = np.asarray(geometry.edge_distance(pts[:, None, :], sc, cfg))[:, 0]
     edge = np.asarray(sc.road_valid & (sc.road_type == 1))
     a, b = sc.road_xy0[edge], sc.road_xy1[edge]
     m = a.shape[0]

@@ -45,7 +45,7 @@ def test_scene_is_valid(kind):
     assert raw.controllable.sum() >= 3
     # No object starts off-road or overlapping another.
     corners = geometry.box_corners(sc.log_xy[:, 0], sc.log_yaw[:, 0], sc.size)
-    sd = np.asarray(geometry.edge_distance(corners.reshape(-1, 2), sc, CFG)).reshape(-1, 4)[:n]
+    sd = np.asarray(geometry.edge_distance(corners, sc, CFG, anchor=sc.log_xy[:, 0]))[:n]
     assert (sd <= 0).all(), f"{kind}: objects starting off-road: {np.flatnonzero((sd > 0).any(1))}"
     overlap = np.asarray(geometry.overlap_matrix(sc.log_xy[:, 0], sc.log_yaw[:, 0], sc.size))[:n, :n]
     assert not overlap.any()

@@ -93,7 +93,7 @@ def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
 def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig) -> jax.Array:
     """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt."""
     corners = geometry.box_corners(xy, yaw, scenario.size)  # [A, 4, 2]
-    sd = geometry.edge_distance(corners.reshape(-1, 2), scenario, cfg).reshape(-1, 4)
+    sd = geometry.edge_distance(corners, scenario, cfg, anchor=xy)  # candidates of the centre's cell
     # A scene without any road edge has nothing to leave: +inf (no candidate) is on-road.
     return jnp.any((sd > 0.0) & jnp.isfinite(sd), -1) & (scenario.obj_type != types.PEDESTRIAN)
 

@@ -69,16 +69,16 @@ def point_segment(p: jax.Array, a: jax.Array, b: jax.Array):
 
 
 def signed_distance(p, a, b, tan0, tan1, valid):
-    """Signed distance from points p [P, 2] to the nearest of candidate segments [P, M, ...].
+    """Signed distance from points p [..., 2] to the nearest of candidate segments [..., M, ...].
 
-    a, b, tan0, tan1: [P, M, 2]; valid [P, M]. Positive = right of the nearest segment (off-road
+    a, b, tan0, tan1: [..., M, 2]; valid [..., M] (leading axes broadcast against p's). Positive = right of the nearest segment (off-road
     for road edges, which keep the road on their left). At a vertex the sign uses the tangent
     bisector, so convex and concave corners are signed correctly. No valid candidate -> +inf
     ("far from any edge"). Every candidate is signed, then the nearest is picked with plain
     min / max reductions (no argmin: its variadic reduce is slow on XLA:CPU); among equally near
     candidates the most off-road sign wins.
     """
-    q = p[:, None, :]
+    q = p[..., None, :]
     ab = b - a
     length = jnp.maximum(jnp.linalg.norm(ab, axis=-1, keepdims=True), 1e-9)
     t = jnp.clip(jnp.sum((q - a) * ab, -1) / jnp.square(length[..., 0]), 0.0, 1.0)
@@ -170,11 +170,17 @@ def gather_segments(scenario, ids: jax.Array):
     )
 
 
-def edge_distance(points: jax.Array, scenario, cfg: types.SimConfig) -> jax.Array:
-    """Signed distance [P] of points [P, 2] to road edges via the grid (positive = off-road)."""
-    cells = cell_of(points, scenario.grid_origin, scenario.grid_cell, cfg.grid_size)
-    a, b, t0, t1, valid = gather_segments(scenario, scenario.cell_edges[cells])
-    return signed_distance(points, a, b, t0, t1, valid)
+def edge_distance(points: jax.Array, scenario, cfg: types.SimConfig, anchor: jax.Array | None = None) -> jax.Array:
+    """Signed distance [P, C] of points [P, C, 2] to road edges via the grid (positive = off-road).
+
+    Candidates come from the cell of anchor [P, 2] (default: each point's own cell), gathered
+    once per row: e.g. the four corners of a box share the candidates of its centre's cell.
+    """
+    anchor = points[..., 0, :] if anchor is None else anchor
+    cells = cell_of(anchor, scenario.grid_origin, scenario.grid_cell, cfg.grid_size)
+    a, b, t0, t1, valid = gather_segments(scenario, scenario.cell_edges[cells])  # [P, M, ...]
+    expand = lambda x: x[:, None]  # noqa: E731 - shared by the C points of a row
+    return signed_distance(points, expand(a), expand(b), expand(t0), expand(t1), expand(valid))
 
 
 def lane_frame(xy: jax.Array, yaw: jax.Array, scenario, cfg: types.SimConfig):
