@@ -71,8 +71,9 @@ def point_segment(p: jax.Array, a: jax.Array, b: jax.Array):
 def signed_distance(p, a, b, tan0, tan1, valid):
     """Signed distance from points p [..., 2] to the nearest of candidate segments [..., M, ...].
 
-    a, b, tan0, tan1: [..., M, 2]; valid [..., M] (leading axes broadcast against p's). Positive = right of the nearest segment (off-road
-    for road edges, which keep the road on their left). At a vertex the sign uses the tangent
+    a, b, tan0, tan1: [..., M, 2]; valid [..., M] (leading axes broadcast against p's).
+    Positive = right of the nearest segment (off-road for road edges, which keep the road on their
+    left). At a vertex the sign uses the tangent
     bisector, so convex and concave corners are signed correctly. No valid candidate -> +inf
     ("far from any edge"). Every candidate is signed, then the nearest is picked with plain
     min / max reductions (no argmin: its variadic reduce is slow on XLA:CPU); among equally near
