@@ -19,8 +19,9 @@ flags.DEFINE_integer("steps", 80, "steps per rollout")
 FLAGS = flags.FLAGS
 
 SETTINGS = {
-    "YNN off (project default)": {},
-    "YNN on (jax default)": {"CP_JAX_KEEP_XLA_FLAGS": "1"},
+    "project default (YNN off, Eigen 1 thread)": {},
+    "YNN off only": {"CP_JAX_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": "--xla_cpu_experimental_ynn_fusion_type="},
+    "jax default": {"CP_JAX_KEEP_XLA_FLAGS": "1", "XLA_FLAGS": ""},
 }
 
 

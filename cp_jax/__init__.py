@@ -1,10 +1,11 @@
 """cp_jax: a JAX driving simulator, reward-conditioned self-play and CounterPlay post-training.
 
-Importing cp_jax sets one XLA CPU default before JAX starts its backends: jax 0.10's experimental
-YNN fusion is turned off (`--xla_cpu_experimental_ynn_fusion_type=`), which made the simulator
-1.2-1.8x faster on CPU in benchmarks/env_throughput.py (see BUILD_NOTES.md). It is only added
-for the jaxlib series it was measured on, only when XLA_FLAGS does not mention the flag already,
-and not at all with CP_JAX_KEEP_XLA_FLAGS=1.
+Importing cp_jax sets two XLA CPU defaults before JAX starts its backends: jax 0.10's experimental
+YNN fusion is turned off (`--xla_cpu_experimental_ynn_fusion_type=`) and Eigen's own thread pool
+is not used (`--xla_cpu_multi_thread_eigen=false`); on the 2-core CPU both made the simulator
+faster and far less noisy in benchmarks/env_throughput.py (see BUILD_NOTES.md). They are only
+added for the jaxlib series they were measured on, each only when XLA_FLAGS does not mention it
+already, and not at all with CP_JAX_KEEP_XLA_FLAGS=1.
 """
 
 import os as _os
@@ -22,8 +23,10 @@ def _set_xla_defaults() -> None:
     if not jaxlib_version.startswith("0.10."):
         return
     flags = _os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_experimental_ynn_fusion_type" not in flags:
-        _os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_experimental_ynn_fusion_type=").strip()
+    for name, value in (("xla_cpu_experimental_ynn_fusion_type", ""), ("xla_cpu_multi_thread_eigen", "false")):
+        if name not in flags:
+            flags = f"{flags} --{name}={value}".strip()
+    _os.environ["XLA_FLAGS"] = flags
 
 
 _set_xla_defaults()
