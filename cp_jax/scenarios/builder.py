@@ -55,7 +55,8 @@ def polyline_segments(poly: np.ndarray):
 
 def resample_route(raw: RawScene, lanes: list[int], start: np.ndarray, goal: np.ndarray, cfg):
     """Route points every cfg.route_spacing m along the lanes, from start's to goal's projection
-    (+ 5 m). Returns (xy [R, 2], lane [R], n_valid)."""
+    + 30 m (so IDM drives through the goal instead of stopping at it), within the last lane.
+    Returns (xy [R, 2], lane [R], n_valid)."""
     pieces, ids = [], []
     for lane in lanes:
         poly = np.asarray(raw.lanes[lane], np.float64)
@@ -76,7 +77,7 @@ def resample_route(raw: RawScene, lanes: list[int], start: np.ndarray, goal: np.
         i = int(np.argmin(dist))
         return s[i] + t[i] * seg[i]
 
-    s0, s1 = project(start), min(project(goal) + 5.0, s[-1])
+    s0, s1 = project(start), min(project(goal) + 30.0, s[-1])  # drive through the goal, not to it
     n = int(min(cfg.max_route_points, max(2, np.floor((s1 - s0) / cfg.route_spacing) + 1)))
     q = s0 + cfg.route_spacing * np.arange(n)
     q = np.minimum(q, s[-1])
