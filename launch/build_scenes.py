@@ -49,10 +49,15 @@ def _sources(fmt: str, src: str | None, n_procedural: int):
                 return raw, notes.as_dict()
             yield os.path.splitext(os.path.basename(path))[0], read
     else:
+        from cp_jax.scenarios.builder import SceneError
         from cp_jax.scenarios.readers import tfexample
 
         for path in sorted(glob.glob(os.path.join(src, "*tfrecord*"))):
-            for k, item in enumerate(tfexample.read(path)):
+            try:
+                items = tfexample.read(path)
+            except SceneError as e:  # an unreadable file is reported, not fatal
+                items = [e]
+            for k, item in enumerate(items):
                 def read(item=item):
                     if isinstance(item, Exception):
                         raise item
@@ -69,6 +74,8 @@ def main(_):
     cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments,
                           max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps,
                           episode_steps=FLAGS.log_steps - 1)
+    if os.path.exists(os.path.join(FLAGS.out, "sim_config.json")):
+        raise SystemExit(f"--out={FLAGS.out} already holds a scenario cache: remove it or choose another folder")
     os.makedirs(FLAGS.out, exist_ok=True)
     report, t0 = [], time.perf_counter()
     sources = list(_sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes))
@@ -80,7 +87,7 @@ def main(_):
                 raw, notes = read()
                 raw, dropped_objects, dropped_segments = fit_to_config(raw, cfg)
                 scenario = build_scenario(raw, cfg)
-            except (SceneError, ValueError, KeyError) as e:
+            except SceneError as e:  # readers turn malformed input into SceneError naming the field
                 entry.update(status="skipped", reason=str(e))
                 report.append(entry)
                 continue
@@ -90,7 +97,12 @@ def main(_):
             report.append(entry)
             yield scene_id, scenario
 
-    data_dir = cache.build_cache(FLAGS.out, cfg, examples)
+    data_dir = None
+    try:  # scenes stream into the cache as they convert
+        data_dir = cache.build_cache(FLAGS.out, cfg, examples)
+    except AssertionError:  # TFDS refuses an empty split: every scene was skipped (reported below)
+        if any(r["status"] == "converted" for r in report):
+            raise
     elapsed = time.perf_counter() - t0
     converted = [r for r in report if r["status"] == "converted"]
     skipped = [r for r in report if r["status"] == "skipped"]

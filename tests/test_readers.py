@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config
-from cp_jax.scenarios.readers import gpudrive_json
+from cp_jax.scenarios.readers import common, gpudrive_json
 from cp_jax.sim import env, types
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -228,3 +228,62 @@ def test_cache_round_trip_and_build_command(tmp_path):
         np.testing.assert_array_equal(np.asarray(getattr(scenario, field)), np.asarray(getattr(direct, field)))
     names, bank = cache.load_bank()
     assert bank.log_xy.shape == (1, 8, 91, 2)
+
+
+def test_lane_neighbours_survive_decimation():
+    xs = np.linspace(0, 60, 61)
+    lanes = [np.stack([xs, np.zeros_like(xs)], -1), np.stack([xs, np.full_like(xs, 3.5)], -1)]
+    succ, left, right = common.lane_graph(lanes)
+    assert left == [1, -1] and right == [-1, 0]
+    data = _scene_json()
+    right_lane = [{"x": float(x), "y": -5.5, "z": 0} for x in np.linspace(0, 200, 101)]
+    data["roads"].append({"type": "lane", "geometry": right_lane})
+    raw, _ = gpudrive_json.read(_write_tmp(data))
+    assert len(raw.lanes[0]) == 21  # decimated ...
+    assert raw.lane_right[0] == 2 and raw.lane_left[2] == 0  # ... yet the neighbours were found
+
+
+def test_decimation_keeps_a_polyline_that_doubles_back():
+    out = common.decimate(np.array([[0.0, 0.0], [10.0, 0.0], [5.0, 0.0]]))
+    assert np.abs(out - [10.0, 0.0]).sum(-1).min() < 1e-9
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: d["objects"][0].update(goalPosition=[1, 2]),
+        lambda d: d["objects"][0].update(valid=None),
+        lambda d: d.update(metadata={"sdc_track_index": None}),
+        lambda d: d.update(tl_states=[{"state": []}]),
+    ],
+)
+def test_values_of_the_wrong_kind_are_scene_errors(tmp_path, mutate):
+    data = _scene_json()
+    mutate(data)
+    with pytest.raises(SceneError, match="scene.json"):
+        gpudrive_json.read(_write(tmp_path, data))
+
+
+def test_half_a_goal_is_no_goal(tmp_path):
+    data = _scene_json()
+    data["objects"][0]["goalPosition"] = {"x": None, "y": 50.0}
+    raw, _ = gpudrive_json.read(_write(tmp_path, data))
+    np.testing.assert_allclose(raw.goal[0], raw.log_xy[0, -1])
+
+
+def test_build_scenes_reports_when_nothing_converts_and_refuses_to_overwrite(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    _write(src, _scene_json(n_steps=11), "short.json")
+    out = tmp_path / "cache"
+    cmd = [sys.executable, "-m", "launch.build_scenes", f"--src={src}", f"--out={out}", "--max_agents=8",
+           "--max_road_segments=256", "--max_lanes=8"]
+    env_ = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    res = subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1].startswith("0 scenes converted, 1 skipped")
+    assert json.loads((out / "report.json").read_text())["scenes"][0]["status"] == "skipped"
+    _write(src, _scene_json(), "ok.json")
+    assert subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, timeout=600).returncode == 0
+    res = subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0 and "already holds a scenario cache" in res.stderr

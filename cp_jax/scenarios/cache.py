@@ -9,6 +9,7 @@ for. Random access by index (`ScenarioCache[i]`, `load_bank(...)`).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -86,13 +87,18 @@ class ScenarioCacheBuilder(tfds.core.GeneratorBasedBuilder):
 
 def _builder(out_dir: str, cfg: SimConfig) -> ScenarioCacheBuilder:
     sim = dataclasses.asdict(cfg)
-    name = f"a{cfg.max_agents}_s{cfg.max_road_segments}_l{cfg.max_lanes}_t{cfg.log_steps}_g{cfg.grid_size}"
+    digest = hashlib.sha1(json.dumps(sim, sort_keys=True).encode()).hexdigest()[:8]  # every field counts
+    name = f"a{cfg.max_agents}_s{cfg.max_road_segments}_l{cfg.max_lanes}_t{cfg.log_steps}_{digest}"
     config = CacheConfig(name=name, sim=sim)
     return ScenarioCacheBuilder(data_dir=out_dir, config=config, file_format="array_record")
 
 
 def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tuple[str, Scenario]]]) -> str:
-    """Write the scenes yielded by examples() into out_dir; returns the dataset folder."""
+    """Write the scenes yielded by examples() into out_dir; returns the dataset folder.
+
+    Refuses an out_dir that already holds a cache (TFDS would silently keep the old one)."""
+    if os.path.exists(os.path.join(out_dir, "sim_config.json")):
+        raise FileExistsError(f"{out_dir} already holds a scenario cache: remove it or choose another folder")
     builder = _builder(out_dir, cfg)
     builder._examples = examples
     builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))

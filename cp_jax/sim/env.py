@@ -294,7 +294,9 @@ def rollout_rows(
     """A batched rollout that observes only chosen rows (the policy's agents).
 
     state and bank are batched [B, ...]; scene, agent [M] name the rows the policy drives
-    (observe_agents); everyone else follows their controller. policy_fn(params, obs [M, ...],
+    (observe_agents); everyone else follows their controller. Every POLICY / OTHER_POLICY agent
+    must be among the rows (one not listed gets action 0 = full brake, full left lock) and rows
+    must not repeat. policy_fn(params, obs [M, ...],
     state, key) -> actions [M] (or [M, 2]). Returns the final state and per-step (actions [N, M],
     StepOut [N, B, A]). The policy key is split off the first scene's key each step.
     """

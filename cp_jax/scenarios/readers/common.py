@@ -99,10 +99,10 @@ def decimate(poly: np.ndarray, tol: float = 0.1, max_len: float = 10.0) -> np.nd
             ab = b - a
             norm = np.linalg.norm(ab)
             rel = poly[i + 1 : j] - a
-            if norm < 1e-9:
-                d = np.linalg.norm(rel, axis=1)
-            else:
-                d = np.abs(ab[0] * rel[:, 1] - ab[1] * rel[:, 0]) / norm
+            # Distance to the segment (not the infinite chord: a polyline that doubles back
+            # along the chord must keep its turning point).
+            t = np.clip(rel @ ab / max(norm * norm, 1e-18), 0.0, 1.0)
+            d = np.linalg.norm(rel - t[:, None] * ab, axis=1)
             k = int(np.argmax(d))
             if d[k] > tol:
                 keep[i + 1 + k] = True
@@ -230,7 +230,7 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
         fail(name, f"objects[{int(np.flatnonzero(bad_size & ever)[0])}].length/width", "non-positive or non-finite")
 
     # Road polylines: drop degenerate ones (R3), decimate the rest.
-    lanes, lane_ids, edges, others = [], [], [], []
+    lanes, dense_lanes, lane_ids, edges, others = [], [], [], [], []
     stop_points = []
     for k, (kind, poly, map_id) in enumerate(parts.polylines):
         if kind not in ROAD_TYPE_IDS:
@@ -247,10 +247,12 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
             notes.dropped_polylines += 1
             continue
         notes.segments_before_decimation += len(poly) - 1
+        dense = poly
         poly = decimate(poly, decimate_tol)
         notes.segments_after_decimation += len(poly) - 1
         if kind == "lane":
             lanes.append(poly)
+            dense_lanes.append(dense)
             lane_ids.append(map_id)
         elif kind == "road_edge":
             edges.append(poly)
@@ -284,7 +286,7 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
     last = valid.shape[1] - 1 - np.argmax(valid[:, ::-1], axis=1)
     final_xy = xy[np.arange(len(keep)), last]
     goal = final_xy if parts.goal is None else np.asarray(parts.goal, np.float64)[keep]
-    goal = np.where(np.isfinite(goal), goal, final_xy)
+    goal = np.where(np.isfinite(goal).all(-1, keepdims=True), goal, final_xy)  # both coordinates or neither
     start_xy = xy[np.arange(len(keep)), first]
     moved = np.linalg.norm(final_xy - start_xy, axis=-1)
     controllable = (obj_type == types.VEHICLE) & (moved >= PARKED_DISPLACEMENT) & valid[:, 0]
@@ -296,7 +298,7 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
         sdc = int(np.flatnonzero(controllable)[0])
 
     # Lane graph, traffic lights, routes.
-    succ, left, right = lane_graph(lanes)
+    succ, left, right = lane_graph(dense_lanes)  # neighbours need the dense points (same indices)
     index_of = {mid: i for i, mid in enumerate(lane_ids) if mid >= 0}
     tl_state = None
     if parts.tl:

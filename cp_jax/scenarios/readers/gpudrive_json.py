@@ -98,4 +98,10 @@ def read(path: str, decimate_tol: float = 0.1) -> tuple[RawScene, common.ReadNot
         common.fail(path, "<file>", f"not valid JSON: {e}")
     except OSError as e:
         common.fail(path, "<file>", f"cannot read: {e}")
-    return common.assemble(parse(data, path), decimate_tol)
+    try:
+        parts = parse(data, path)
+    except (TypeError, AttributeError, ValueError, KeyError) as e:  # a value of the wrong kind somewhere
+        if isinstance(e, common.SceneError):
+            raise
+        common.fail(path, "<structure>", f"a field has the wrong type: {type(e).__name__}: {e}")
+    return common.assemble(parts, decimate_tol)
