@@ -309,3 +309,27 @@ def test_builder_rejects_bad_fields_by_name(field, mutate):
     mutate(raw)
     with pytest.raises(SceneError, match=field):
         build_scenario(raw, CFG)
+
+
+def test_rollout_rows_matches_rollout_and_keeps_unlisted_agents_going():
+    raws = [_world(), straight_road([(10, -2, 0, 6), (120, 2, np.pi, 4)], goals=[(150, -2), (20, 2)])]
+    scenes = [build_scenario(r, CFG) for r in raws]
+    bank = env.stack_scenarios(scenes)
+    states = jax.vmap(lambda sc, k: env.reset(sc, k, conditions.style("normal"), CFG))(
+        bank, jax.random.split(jax.random.PRNGKey(0), 2)
+    )
+    policy = lambda p, obs, s, k: (jnp.round(obs.ego[:, 2] * 1000).astype(jnp.int32) % 91)  # noqa: E731
+    scene, agent = jnp.array([0, 0, 0, 1]), jnp.array([0, 1, 3, 0])  # agent 2 of scene 0, 1 of scene 1 unlisted
+    run = jax.jit(lambda st, bk: env.rollout_rows(policy, None, st, bk, scene, agent, PARAMS, CFG, 10))
+    final, (rows, _) = run(states, bank)
+    # The same actions through the single-scene API give the same states.
+    for b in range(2):
+        s = jax.tree.map(lambda x, b=b: x[b], states)
+        for t in range(10):
+            act = jnp.full((CFG.max_agents,), KEEP, jnp.int32)
+            listed = np.flatnonzero(np.asarray(scene) == b)
+            act = act.at[agent[listed]].set(rows[t, listed])
+            s, _ = env.step(s, act, scenes[b], PARAMS, CFG)
+        np.testing.assert_allclose(np.asarray(s.xy), np.asarray(final.xy[b]), atol=1e-5)
+    # Unlisted policy agents kept their speed (zero acceleration).
+    np.testing.assert_allclose(float(final.speed[0, 2]), 8.0, atol=1e-4)

@@ -294,21 +294,23 @@ def rollout_rows(
     """A batched rollout that observes only chosen rows (the policy's agents).
 
     state and bank are batched [B, ...]; scene, agent [M] name the rows the policy drives
-    (observe_agents); everyone else follows their controller. Every POLICY / OTHER_POLICY agent
-    must be among the rows (one not listed gets action 0 = full brake, full left lock) and rows
-    must not repeat. policy_fn(params, obs [M, ...],
+    (observe_agents); everyone else follows their controller. A POLICY / OTHER_POLICY agent that
+    is not among the rows keeps going (zero acceleration and steering); rows must not repeat.
+    policy_fn(params, obs [M, ...],
     state, key) -> actions [M] (or [M, 2]). Returns the final state and per-step (actions [N, M],
     StepOut [N, B, A]). The policy key is split off the first scene's key each step.
     """
     b = state.t.shape[0]
     shape = (b, cfg.max_agents) if cfg.discrete_actions else (b, cfg.max_agents, 2)
+    n_steer = params.steer_grid.shape[0]
+    keep_going = (params.accel_grid.shape[0] // 2) * n_steer + n_steer // 2 if cfg.discrete_actions else 0.0
 
     def body(s: SimState, _):
         keys = jax.vmap(jax.random.split)(s.key)  # [B, 2, ...]
         s = s.replace(key=keys[:, 0])
         obs = observe_agents(s, bank, scene, agent, cfg)
         rows = policy_fn(policy_params, obs, s, keys[0, 1])
-        actions = jnp.zeros(shape, rows.dtype).at[scene, agent].set(rows)
+        actions = jnp.full(shape, keep_going, rows.dtype).at[scene, agent].set(rows)
         s_next, out = jax.vmap(lambda st, a, sc: step(st, a, sc, params, cfg))(s, actions, bank)
         return s_next, (rows, out)
 
