@@ -26,7 +26,6 @@ FLAGS = flags.FLAGS
 
 def main(_):
     import jax
-    import jax.numpy as jnp
     import numpy as np
 
     from cp_jax.scenarios import render
@@ -39,16 +38,9 @@ def main(_):
     params = types.default_params()
 
     @jax.jit
-    def replay(scenario):
-        s0 = env.reset(scenario, jax.random.PRNGKey(0), jnp.zeros(types.COND_DIM), cfg,
-                       jnp.full(cfg.max_agents, types.LOG))
-
-        def body(s, _):
-            s, out = env.step(s, jnp.zeros(cfg.max_agents, jnp.int32), scenario, params, cfg)
-            return s, (out.collided, out.offroad, s.collision_partner)
-
-        final, (coll, off, _) = jax.lax.scan(body, s0, None, length=cfg.episode_steps)
-        return coll.any(0), off.any(0), final.collision_partner
+    def replay(scenario):  # ever collided / ever off-road, per object
+        final, _ = env.replay_log(scenario, params, cfg)
+        return final.first_collision_t < types.INF_T, final.first_offroad_t < types.INF_T
 
     os.makedirs(FLAGS.out, exist_ok=True)
     report, totals = [], {"moving": [0, 0, 0], "parked": [0, 0, 0]}
@@ -61,7 +53,7 @@ def main(_):
             report.append(dict(file=os.path.basename(path), skipped=str(e)))
             print(f"skip {os.path.basename(path)}: {e}")
             continue
-        coll, off, partner = (np.asarray(x)[: raw.num_objects] for x in replay(scenario))
+        coll, off = (np.asarray(x)[: raw.num_objects] for x in replay(scenario))
         moved = np.linalg.norm(raw.goal - raw.log_xy[np.arange(raw.num_objects), np.argmax(raw.log_valid, 1)], axis=-1)
         vehicle = raw.obj_type == types.VEHICLE
         entry = dict(file=os.path.basename(path))

@@ -20,16 +20,11 @@ def scene(kind, seed):
     return generator.generate(seed, kind, num_agents=10)
 
 
-@functools.partial(jax.jit, static_argnums=(2,))
-def _replay(scenario, controller, cfg):
+@jax.jit
+def _replay(scenario):
     """Log replay of everyone through the simulator: events per step [T-1, A]."""
-    s = env.reset(scenario, jax.random.PRNGKey(0), conditions.style("normal"), cfg, controller)
-
-    def body(s, _):
-        s, out = env.step(s, jnp.zeros(cfg.max_agents, jnp.int32), scenario, types.default_params(), cfg)
-        return s, (out.collided, out.offroad)
-
-    return jax.lax.scan(body, s, None, length=cfg.episode_steps)[1]
+    _, traj = env.replay_log(scenario, types.default_params(), CFG)
+    return traj.out.collided, traj.out.offroad
 
 
 def _start_lane(raw, i):
@@ -62,7 +57,7 @@ def test_scene_is_valid(kind):
         assert d < 0.5, f"{kind}: goal of {i} is {d:.2f} m off its route"
         assert layouts.lane_graph_reachable(raw, _start_lane(raw, i), goal_lane)
     # The logs themselves are collision-free and on-road (log replay of everyone).
-    collided, offroad = jax.device_get(_replay(sc, jnp.full(CFG.max_agents, types.LOG), CFG))
+    collided, offroad = jax.device_get(_replay(sc))
     assert not collided[:, :n].any()
     assert not offroad[:, :n].any()
 

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -174,13 +173,8 @@ def test_log_replay_of_real_scenes_is_clean_for_moving_vehicles():
 
     @jax.jit
     def replay(sc):
-        s = env.reset(sc, jax.random.PRNGKey(0), jnp.zeros(types.COND_DIM), CFG, jnp.full(CFG.max_agents, types.LOG))
-
-        def body(s, _):
-            s, out = env.step(s, jnp.zeros(CFG.max_agents, jnp.int32), sc, types.default_params(), CFG)
-            return s, (out.collided, out.offroad)
-
-        return jax.lax.scan(body, s, None, length=CFG.episode_steps)[1]
+        _, traj = env.replay_log(sc, types.default_params(), CFG)
+        return traj.out.collided, traj.out.offroad
 
     moving = collided = offroad = 0
     for path in sorted(WOMD.glob("*.json")):

@@ -18,11 +18,10 @@ import pytest
 tf = pytest.importorskip("tensorflow", reason="the tf.Example reader needs TensorFlow (extra [womd])")
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
 from cp_jax.scenarios.builder import SceneError, build_scenario  # noqa: E402
 from cp_jax.scenarios.readers import common, tfexample  # noqa: E402
-from cp_jax.sim import conditions, env, types  # noqa: E402
+from cp_jax.sim import env, types  # noqa: E402
 
 N, TP, TC, TF_, L, P = 8, 10, 1, 80, 16, 640
 T = TP + TC + TF_
@@ -326,23 +325,12 @@ def test_log_replay_has_no_collision_or_offroad(first_read):
     sc = build_scenario(raw, cfg)
     east = next(i for i, lane in enumerate(raw.lanes) if np.allclose(lane[0], (0, -2), atol=1e-4))
     np.testing.assert_array_equal(np.asarray(sc.tl_state[east]), _expected_east_tl())
-    params = types.default_params()
-    controller = jnp.full((cfg.max_agents,), types.LOG, jnp.int32)
-    state = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), cfg, controller)
-    action = jnp.zeros((cfg.max_agents,), jnp.int32)
-
-    @jax.jit
-    def replay(state):
-        def body(s, _):
-            s, out = env.step(s, action, sc, params, cfg)
-            return s, (out, s.xy)
-        return jax.lax.scan(body, state, None, length=cfg.episode_steps)
-
-    final, (out, xy) = replay(state)
+    final, traj = jax.jit(env.replay_log, static_argnums=(2,))(sc, types.default_params(), cfg)
+    out = traj.out
     collided, offroad, active = (np.asarray(a) for a in (out.collided, out.offroad, out.active))
     assert active[:, MOVING].sum() >= 300  # the moving vehicles were in the world most of the time
     assert not collided[:, :6].any()
     assert not offroad[:, MOVING].any()
     assert int(final.t) == cfg.episode_steps
-    np.testing.assert_allclose(np.asarray(xy)[-1, 0], (100, -2), atol=1e-3)  # the log, replayed
-    np.testing.assert_allclose(np.asarray(xy)[-1, 3], (170 - 72, 2), atol=1e-3)
+    np.testing.assert_allclose(np.asarray(final.xy)[0], (100, -2), atol=1e-3)  # the log, replayed
+    np.testing.assert_allclose(np.asarray(final.xy)[3], (170 - 72, 2), atol=1e-3)

@@ -18,7 +18,8 @@ from cp_jax.sim.observation import observe, observe_agents
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 
 __all__ = [
-    "reset", "step", "observe", "observe_agents", "rollout", "rollout_rows", "default_controllers", "Trajectory",
+    "reset", "step", "observe", "observe_agents", "rollout", "rollout_rows", "replay_log", "default_controllers",
+    "Trajectory",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 
@@ -243,6 +244,16 @@ def rollout(
         return s_next, traj
 
     return jax.lax.scan(body, state, None, length=num_steps)
+
+
+def replay_log(scenario: Scenario, params: SimParams, cfg: SimConfig) -> tuple[SimState, Trajectory]:
+    """Everyone replays its log for cfg.episode_steps: the sanity check of data and geometry (a clean
+    log should flag no collision or off-road). Event times are in the final state
+    (first_collision_t / first_offroad_t < INF_T: ever flagged)."""
+    controller = jnp.full((cfg.max_agents,), types.LOG, jnp.int32)
+    state = reset(scenario, jax.random.PRNGKey(0), jnp.zeros(types.COND_DIM), cfg, controller)
+    no_action = lambda p, obs, s, key: jnp.zeros((cfg.max_agents,), jnp.int32)  # noqa: E731 - ignored by LOG
+    return rollout(no_action, None, state, scenario, params, cfg, cfg.episode_steps)
 
 
 # ----------------------------------------------------------------------------- scenario bank
