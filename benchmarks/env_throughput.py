@@ -76,6 +76,10 @@ def main(_):
     objects = int(jnp.sum(bank.agent_valid))  # real objects (slots hold padding too)
     params = types.default_params()
 
+    def policy(p, obs, s, key):  # random actions, one per observed row
+        noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
+        return (jax.random.randint(key, noise.shape, 0, 91) + noise) % 91
+
     if FLAGS.scenes:
         # Observe only the controlled agents (one flat batch of rows across scenes).
         import numpy as np
@@ -83,18 +87,10 @@ def main(_):
         scene_idx, agent_idx = np.nonzero(np.asarray(states.controller == types.POLICY))
         scene_idx, agent_idx = jnp.asarray(scene_idx, jnp.int32), jnp.asarray(agent_idx, jnp.int32)
 
-        def policy(p, obs, s, key):
-            noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
-            return (jax.random.randint(key, noise.shape, 0, 91) + noise) % 91
-
         def run(states, bank):
             final, (_, out) = env.rollout_rows(policy, None, states, bank, scene_idx, agent_idx, params, cfg, n)
             return jnp.sum(final.t) + jnp.sum(out.reward) + jnp.sum(out.collided)
     else:
-        def policy(p, obs, s, key):
-            noise = (obs.flat().sum(-1) > 1e9).astype(jnp.int32)  # consumes the observation
-            return (jax.random.randint(key, (a,), 0, 91) + noise) % 91
-
         def run(states, bank):
             def one(s, sc):
                 final, traj = env.rollout(policy, None, s, sc, params, cfg, n)
