@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import inspect
+import json
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
 from cp_jax.scenarios.builder import build_scenario
 from cp_jax.scenarios.procedural import generator, layouts
 from cp_jax.scenarios.raw import RawScene
@@ -18,3 +28,34 @@ def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kind
 def make_bank(raws: list[RawScene], cfg: SimConfig) -> Scenario:
     """Build every scene with cfg and stack them: a Scenario with leading axis [N]."""
     return env.stack_scenarios([build_scenario(r, cfg) for r in raws])
+
+
+def _generator_digest() -> str:
+    """Hash of the procedural generator's source: a changed generator never reuses an old cache."""
+    return hashlib.sha1((inspect.getsource(generator) + inspect.getsource(layouts)).encode()).hexdigest()[:8]
+
+
+def cached_procedural_bank(
+    cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig
+) -> tuple[list[str], Scenario]:
+    """`procedural_scenes(num_scenes, seed, num_agents)` built with cfg, converted once into a scenario
+    cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's source)
+    and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
+    from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
+
+    key = json.dumps(dict(n=num_scenes, seed=seed, agents=num_agents, sim=dataclasses.asdict(cfg),
+                          gen=_generator_digest()), sort_keys=True)
+    folder = os.path.join(os.path.expanduser(cache_dir),
+                          f"procedural_{seed}_{num_scenes}x{num_agents}_{hashlib.sha1(key.encode()).hexdigest()[:10]}")
+    if not os.path.exists(os.path.join(folder, "sim_config.json")):
+        os.makedirs(os.path.dirname(folder), exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
+        raws = procedural_scenes(num_scenes, seed, num_agents)
+        cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
+        try:
+            os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name
+        except OSError:  # another process finished first
+            shutil.rmtree(tmp, ignore_errors=True)
+    names, bank = cache.ScenarioCache(folder).load_bank()
+    order = sorted(range(len(names)), key=lambda i: int(names[i].rsplit("_", 1)[1]))
+    return [names[i] for i in order], env.take_scenario(bank, np.asarray(order))

@@ -1,0 +1,1 @@
+"""Self-play PPO: the anchor trainer and its driver."""

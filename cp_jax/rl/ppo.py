@@ -1,0 +1,364 @@
+"""Self-play PPO in the purejaxrl style: one jitted `update` = rollout -> GAE -> minibatch epochs.
+
+Every controlled agent (controller POLICY) of every scene in the batch is driven by the same
+policy. Scenes run synchronised episodes: all B scenes start together, so truncation at
+`sim.episode_steps` always falls on the last step of a rollout (rollout_steps divides
+episode_steps) and its bootstrap value is the value of the final, pre-reset observation; then all
+scenes are reset to fresh scenes of the bank with freshly sampled conditions (one per agent).
+
+    runner = init(net, ppo_cfg, sim_cfg, key, bank)
+    update = make_update(net, ppo_cfg, sim_cfg, params)   # jitted; bank is an argument
+    runner, metrics = update(runner, bank)
+
+Terminated (removed on goal / collision / off-road) and truncated (time limit) are separate:
+terminated cuts the bootstrap, truncated bootstraps from V(final observation). Samples of agents
+that are not POLICY-controlled or not alive before the step are masked out of every loss and
+statistic. The LSTM variant stores the carry of every step and re-applies one step from it in the
+update (no gradient through time).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import struct
+
+from cp_jax.policy import distributions as dist
+from cp_jax.policy import networks
+from cp_jax.sim import conditions, env, metrics, types
+from cp_jax.sim import reward as reward_lib
+from cp_jax.sim.types import Scenario, SimConfig, SimParams, SimState
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    """Static PPO hyper-parameters (hashable). Defaults follow DESIGN.md section 5."""
+
+    num_envs: int = 32  # scenes stepped in parallel
+    rollout_steps: int = 45  # steps per update; must divide the sim's episode_steps
+    update_epochs: int = 1
+    num_minibatches: int = 4
+    lr: float = 3e-4
+    lr_schedule: str = "constant"  # constant | linear | cosine (over total_updates)
+    total_updates: int = 1000  # for the schedule
+    max_grad_norm: float = 0.5
+    gamma: float = 0.98
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    vf_coef: float = 0.5
+    ent_coef: float = 0.005
+    norm_adv: bool = True
+    adv_filter: bool = False  # keep samples with |A| >= adv_filter_frac * EWMA(max |A|)
+    adv_filter_frac: float = 0.01
+    adv_filter_beta: float = 0.25
+    conditioned: bool = True  # False: the non-conditioned baseline (fixed reward, fixed style)
+    fixed_style: str = "normal"  # every agent's condition when not conditioned
+
+    def validate(self, sim: SimConfig) -> None:
+        """Raise ValueError naming the field for inconsistent settings."""
+        positive = ("num_envs", "rollout_steps", "update_epochs", "num_minibatches", "total_updates")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
+        if sim.episode_steps % self.rollout_steps:
+            raise ValueError(
+                f"PPOConfig.rollout_steps ({self.rollout_steps}) must divide SimConfig.episode_steps "
+                f"({sim.episode_steps}): episodes are synchronised and truncate at a rollout's end"
+            )
+        n = self.num_envs * self.rollout_steps * sim.max_agents
+        if n % self.num_minibatches:
+            raise ValueError(
+                f"PPOConfig.num_minibatches ({self.num_minibatches}) must divide num_envs * rollout_steps * "
+                f"max_agents = {n}"
+            )
+        if self.lr_schedule not in ("constant", "linear", "cosine"):
+            raise ValueError(f"PPOConfig.lr_schedule: unknown {self.lr_schedule!r}; use constant|linear|cosine")
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"PPOConfig.{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
+            raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
+        conditions.style(self.fixed_style)  # raises for an unknown style
+
+
+@struct.dataclass
+class Runner:
+    """Everything an update reads and writes: a checkpoint is exactly this pytree."""
+
+    params: Any
+    opt_state: Any
+    env: SimState  # [B, ...]
+    scene_idx: jax.Array  # [B] int32 index into the bank
+    carry: Any  # policy memory [B, A, ...] or None
+    ep_return: jax.Array  # [B, A] return of the running episode so far
+    adv_ewma: jax.Array  # [] EWMA of max |advantage| (advantage filtering)
+    key: jax.Array  # [2] uint32
+    update: jax.Array  # [] int32 updates done
+    agent_steps: jax.Array  # [] float32 controlled agent-steps simulated (alive policy agents)
+
+
+@struct.dataclass
+class Batch:
+    """One rollout, time-major [T, B, A, ...]."""
+
+    obs: types.Obs
+    carry: Any
+    action: jax.Array
+    logp: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    valid: jax.Array
+
+
+def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
+    steps = cfg.total_updates * cfg.update_epochs * cfg.num_minibatches
+    if cfg.lr_schedule == "linear":
+        lr = optax.linear_schedule(cfg.lr, 0.0, steps)
+    elif cfg.lr_schedule == "cosine":
+        lr = optax.cosine_decay_schedule(cfg.lr, steps)
+    else:
+        lr = cfg.lr
+    return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr, eps=1e-5))
+
+
+def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) -> jax.Array:
+    """Conditions [*shape, COND_DIM]: sampled per agent (conditioned) or the fixed style."""
+    if cfg.conditioned:
+        return conditions.sample(key, shape)
+    return jnp.broadcast_to(conditions.style(cfg.fixed_style), (*shape, types.COND_DIM))
+
+
+def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
+    """Fresh episodes: B random scenes of the bank, per-agent conditions. -> (SimState [B], idx [B])."""
+    k_idx, k_cond, k_env = jax.random.split(key, 3)
+    n = jax.tree.leaves(bank)[0].shape[0]
+    idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
+    cond = sample_conditions(k_cond, (cfg.num_envs, sim.max_agents), cfg)
+    keys = jax.random.split(k_env, cfg.num_envs)
+    state = jax.vmap(lambda i, k, c: env.reset(env.take_scenario(bank, i), k, c, sim))(idx, keys, cond)
+    return state, idx
+
+
+def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario) -> Runner:
+    """A fresh Runner: initial parameters, optimiser state, first episodes."""
+    cfg.validate(sim)
+    k_params, k_env, key = jax.random.split(key, 3)
+    params = networks.init_params(net.cfg, sim, k_params)
+    state, idx = reset_envs(k_env, bank, cfg, sim)
+    return Runner(
+        params=params,
+        opt_state=make_optimizer(cfg).init(params),
+        env=state,
+        scene_idx=idx,
+        carry=networks.initial_carry(net.cfg, (cfg.num_envs, sim.max_agents)),
+        ep_return=jnp.zeros((cfg.num_envs, sim.max_agents), jnp.float32),
+        adv_ewma=jnp.zeros((), jnp.float32),
+        key=key,
+        update=jnp.zeros((), jnp.int32),
+        agent_steps=jnp.zeros((), jnp.float32),
+    )
+
+
+def gae(reward, value, terminated, last_value, gamma: float, lam: float):
+    """Advantages and returns [T, ...]; terminated cuts the bootstrap (truncation bootstraps).
+
+    reward, value, terminated [T, ...]; last_value [...] = V of the observation after the last step.
+    """
+
+    def body(carry, x):
+        next_value, next_adv = carry
+        r, v, term = x
+        keep = 1.0 - term.astype(jnp.float32)
+        delta = r + gamma * next_value * keep - v
+        adv = delta + gamma * lam * keep * next_adv
+        return (v, adv), adv
+
+    init_carry = (last_value, jnp.zeros_like(last_value))
+    _, adv = jax.lax.scan(body, init_carry, (reward, value, terminated), reverse=True)
+    return adv, adv + value
+
+
+def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
+    """Returns the jitted `update(runner, bank) -> (runner, metrics)`."""
+    cfg.validate(sim)
+    optimizer = make_optimizer(cfg)
+
+    def policy_step(p, obs, carry, key):
+        logits, value, carry = net.apply(p, obs, carry)
+        action = dist.sample(key, logits)
+        return action, dist.log_prob(logits, action), value, carry
+
+    def rollout(runner: Runner, scenes: Scenario):
+        def body(c, _):
+            state, carry, key = c
+            key, k_act = jax.random.split(key)
+            obs = jax.vmap(env.observe, in_axes=(0, 0, None))(state, scenes, sim)
+            action, logp, value, new_carry = policy_step(runner.params, obs, carry, k_act)
+            nxt, out = jax.vmap(lambda s, a, sc: env.step(s, a, sc, params, sim))(state, action, scenes)
+            valid = out.active & (state.controller == types.POLICY)
+            if cfg.conditioned:
+                rew = out.reward
+            else:
+                rew = jnp.where(out.active, reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal), 0.0)
+            rew = jnp.where(valid, rew, 0.0)
+            batch = Batch(obs=obs, carry=carry, action=action, logp=logp, value=value, reward=rew,
+                          terminated=out.terminated, valid=valid)
+            return (nxt, new_carry, key), batch
+
+        (state, carry, key), batch = jax.lax.scan(
+            body, (runner.env, runner.carry, runner.key), None, length=cfg.rollout_steps
+        )
+        return state, carry, key, batch
+
+    def loss_fn(p, mb: Batch, adv, ret, weight):
+        logits, value, _ = net.apply(p, mb.obs, mb.carry)
+        logp = dist.log_prob(logits, mb.action)
+        log_ratio = logp - mb.logp
+        ratio = jnp.exp(log_ratio)
+        w = weight / jnp.maximum(weight.sum(), 1.0)
+        if cfg.norm_adv:
+            mean = jnp.sum(adv * w)
+            std = jnp.sqrt(jnp.sum(w * (adv - mean) ** 2) + 1e-8)
+            adv = (adv - mean) / std
+        pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
+        v_clip = mb.value + jnp.clip(value - mb.value, -cfg.clip_eps, cfg.clip_eps)
+        v_loss = 0.5 * jnp.maximum((value - ret) ** 2, (v_clip - ret) ** 2)
+        ent = dist.entropy(logits)
+        pg_loss, v_loss, ent = jnp.sum(w * pg), jnp.sum(w * v_loss), jnp.sum(w * ent)
+        total = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * ent
+        stats = dict(
+            policy_loss=pg_loss, value_loss=v_loss, entropy=ent,
+            approx_kl=jnp.sum(w * ((ratio - 1.0) - log_ratio)),
+            clip_frac=jnp.sum(w * (jnp.abs(ratio - 1.0) > cfg.clip_eps)),
+        )
+        return total, stats
+
+    def epochs(runner: Runner, batch: Batch, adv, ret, weight, key):
+        flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731 - [T, B, A, ...] -> [N, ...]
+        data = jax.tree.map(flat, (batch, adv, ret, weight))
+        n = data[1].shape[0]
+        m = cfg.num_minibatches
+
+        def epoch(c, k):
+            p, o = c
+            perm = jax.random.permutation(k, n)
+            shuffled = jax.tree.map(lambda x: x[perm].reshape((m, n // m) + x.shape[1:]), data)
+
+            def minibatch(c2, mb):
+                p2, o2 = c2
+                (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p2, *mb)
+                updates, o2 = optimizer.update(grads, o2, p2)
+                stats["grad_norm"] = optax.tree.norm(grads)
+                return (optax.apply_updates(p2, updates), o2), stats
+
+            return jax.lax.scan(minibatch, (p, o), shuffled)
+
+        keys = jax.random.split(key, cfg.update_epochs)
+        (p, o), stats = jax.lax.scan(epoch, (runner.params, runner.opt_state), keys)
+        return p, o, jax.tree.map(jnp.mean, stats)
+
+    @jax.jit
+    def update(runner: Runner, bank: Scenario):
+        scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+        state, carry, key, batch = rollout(runner, scenes)
+        obs = jax.vmap(env.observe, in_axes=(0, 0, None))(state, scenes, sim)
+        _, last_value, _ = net.apply(runner.params, obs, carry)
+        adv, ret = gae(batch.reward, batch.value, batch.terminated, last_value, cfg.gamma, cfg.gae_lambda)
+
+        valid = batch.valid
+        weight = valid.astype(jnp.float32)
+        max_adv = jnp.max(jnp.where(valid, jnp.abs(adv), 0.0))
+        adv_ewma = jnp.where(runner.update == 0, max_adv,
+                             cfg.adv_filter_beta * max_adv + (1 - cfg.adv_filter_beta) * runner.adv_ewma)
+        if cfg.adv_filter:
+            weight = weight * (jnp.abs(adv) >= cfg.adv_filter_frac * adv_ewma)
+
+        key, k_epochs, k_reset = jax.random.split(key, 3)
+        new_params, opt_state, stats = epochs(runner, batch, adv, ret, weight, k_epochs)
+
+        # Rollout statistics over valid samples.
+        v_mask = valid.astype(jnp.float32)
+        nv = jnp.maximum(v_mask.sum(), 1.0)
+        ret_mean = jnp.sum(v_mask * ret) / nv
+        var_ret = jnp.sum(v_mask * (ret - ret_mean) ** 2) / nv
+        res = ret - batch.value
+        var_res = jnp.sum(v_mask * (res - jnp.sum(v_mask * res) / nv) ** 2) / nv
+        stats.update(
+            explained_variance=1.0 - var_res / jnp.maximum(var_ret, 1e-8),
+            reward_per_step=jnp.sum(batch.reward) / nv,
+            value_mean=jnp.sum(v_mask * batch.value) / nv,
+            kept_frac=weight.sum() / nv,
+            samples=weight.sum(),
+        )
+
+        # Episode end (synchronised): outcome rates, then fresh scenes and conditions.
+        ep_return = runner.ep_return + batch.reward.sum(0)
+        done = state.t[0] >= sim.episode_steps
+        controlled = state.controller == types.POLICY
+        rates = metrics.rates(state, controlled)
+        n_ctrl = jnp.maximum(controlled.sum(), 1)
+        stats.update(
+            episodes=jnp.where(done, controlled.sum(), 0).astype(jnp.float32),
+            **{f"{k}_rate": v for k, v in rates.items()},
+            episode_return=jnp.sum(jnp.where(controlled, ep_return, 0.0)) / n_ctrl,
+        )
+
+        def fresh(_):
+            s, idx = reset_envs(k_reset, bank, cfg, sim)
+            return s, idx, networks.initial_carry(net.cfg, (cfg.num_envs, sim.max_agents)), jnp.zeros_like(ep_return)
+
+        def same(_):
+            return state, runner.scene_idx, carry, ep_return
+
+        state, idx, carry, ep_return = jax.lax.cond(done, fresh, same, None)
+        runner = runner.replace(
+            params=new_params, opt_state=opt_state, env=state, scene_idx=idx, carry=carry, ep_return=ep_return,
+            adv_ewma=adv_ewma, key=key, update=runner.update + 1,
+            agent_steps=runner.agent_steps + jnp.sum(v_mask),
+        )
+        return runner, stats
+
+    return update
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate(
+    net: networks.ActorCritic,
+    net_params,
+    bank: Scenario,
+    cond: jax.Array,
+    params: SimParams,
+    sim: SimConfig,
+    key: jax.Array,
+    greedy: bool = True,
+) -> dict[str, jax.Array]:
+    """One episode on every scene of the bank, every controllable agent driven by the policy under
+    cond [COND_DIM]. Returns per-agent outcome masks [N, A] ("goal", "collision", "offroad",
+    "timeout"), "controlled" [N, A] and "mean_speed" [N, A] (|speed| averaged over alive steps)."""
+    n = jax.tree.leaves(bank)[0].shape[0]
+    keys = jax.random.split(key, n)
+
+    def policy_fn(p, obs, state, k):
+        logits, _, _ = net.apply(p, obs, None)
+        return dist.greedy(logits) if greedy else dist.sample(k, logits)
+
+    def one(scenario, k):
+        s0 = env.reset(scenario, k, cond, sim)
+        final, traj = env.rollout(policy_fn, net_params, s0, scenario, params, sim, sim.episode_steps,
+                                  keep_states=True)
+        alive = traj.state.alive
+        speed = jnp.sum(jnp.where(alive, jnp.abs(traj.state.speed), 0.0), 0) / jnp.maximum(alive.sum(0), 1)
+        return final, s0.controller == types.POLICY, speed
+
+    if net.cfg.lstm:
+        raise NotImplementedError("evaluate() drives feed-forward policies; the LSTM carry needs a stateful rollout")
+    final, controlled, speed = jax.vmap(one)(bank, keys)
+    out = {k: v & controlled for k, v in metrics.outcomes(final).items()}
+    return dict(out, controlled=controlled, mean_speed=speed)

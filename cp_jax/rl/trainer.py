@@ -1,0 +1,212 @@
+"""The training driver behind `launch.train_anchor`: config -> scenes -> PPO updates, with
+checkpoints, metric logs, held-out evaluation and a learning-curve PNG.
+
+    setup = resolve(config)          # validates every field; nothing else happens
+    result = train(config, workdir)  # resumes from workdir's latest checkpoint if there is one
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from absl import logging
+from flax import serialization
+
+from cp_jax.io.checkpoints import Checkpointer
+from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl
+from cp_jax.io.run_info import write_run_info
+from cp_jax.policy import networks
+from cp_jax.rl import ppo
+from cp_jax.sim import conditions, types
+
+FAULT_ENV = "CP_JAX_FAULT_KILL_AT_UPDATE"  # tests only: SIGKILL this process right after that update
+EPISODE_KEYS = ("goal_rate", "collision_rate", "offroad_rate", "timeout_rate", "episode_return")
+
+
+class Setup(NamedTuple):
+    sim: types.SimConfig
+    ppo: ppo.PPOConfig
+    net: networks.NetConfig
+
+
+def _fields(cls, section, name: str) -> dict[str, Any]:
+    """A config section as keyword arguments of a dataclass; unknown keys raise, naming them."""
+    values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - known
+    if unknown:
+        raise ValueError(f"config.{name}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+def resolve(config) -> Setup:
+    """Static configs from an experiment ConfigDict; raises ValueError naming the bad field."""
+    sim = types.SimConfig(**_fields(types.SimConfig, config.sim, "sim"))
+    presets = {"small": networks.small, "large": networks.large}
+    if config.net.preset not in presets:
+        raise ValueError(f"config.net.preset: unknown {config.net.preset!r}; known: {sorted(presets)}")
+    net = dataclasses.replace(presets[config.net.preset](),
+                              **_fields(networks.NetConfig, config.net.overrides, "net.overrides"))
+    if not config.ppo.conditioned:
+        net = dataclasses.replace(net, condition=False)
+    net.validate()
+    if "total_updates" in config.ppo:
+        raise ValueError("config.ppo.total_updates: set config.train.total_updates (it also sets the schedule)")
+    ppo_cfg = ppo.PPOConfig(**_fields(ppo.PPOConfig, config.ppo, "ppo"), total_updates=config.train.total_updates)
+    ppo_cfg.validate(sim)
+    for style in config.train.eval_styles:
+        conditions.style(style)
+    for name in ("log_every", "ckpt_every", "keep", "total_updates"):
+        if config.train[name] < 1:
+            raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
+    if config.scenes.train < 1 or config.scenes.eval < 0:
+        raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
+    if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
+        raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
+    if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
+        raise ValueError(f"config.scenes.real={config.scenes.real!r}: not a scenario cache (no sim_config.json)")
+    return Setup(sim, ppo_cfg, net)
+
+
+def load_scenes(config, sim: types.SimConfig):
+    """(train bank, held-out bank or None, scene names) for the config's scene section."""
+    from cp_jax.scenarios import bank as bank_lib
+
+    sc = config.scenes
+    names, train_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
+    if sc.real:
+        from cp_jax.scenarios.cache import ScenarioCache
+
+        real = ScenarioCache(sc.real)
+        if real.cfg != sim:
+            raise ValueError(f"config.scenes.real={sc.real!r}: built with {real.cfg}, training needs {sim} "
+                             "(rebuild it with the training SimConfig)")
+        real_names, real_bank = real.load_bank()
+        names += real_names
+        train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
+    eval_bank = None
+    if sc.eval:
+        _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
+    return train_bank, eval_bank, names
+
+
+def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict[str, float]]:
+    """Greedy self-play on the held-out bank under each named style: outcome rates and mean speed."""
+    out = {}
+    for name in styles:
+        r = ppo.evaluate(net, params, bank, conditions.style(name), types.default_params(), sim,
+                         jax.random.PRNGKey(seed))
+        ctrl = np.asarray(r["controlled"])
+        n = max(int(ctrl.sum()), 1)
+        out[name] = {k: float(np.asarray(r[k]).sum() / n) for k in ("goal", "collision", "offroad", "timeout")}
+        out[name]["mean_speed"] = float(np.asarray(r["mean_speed"])[ctrl].mean()) if ctrl.any() else 0.0
+        out[name]["agents"] = int(ctrl.sum())
+    return out
+
+
+def _to_tree(runner: ppo.Runner):
+    return serialization.to_state_dict(runner)
+
+
+def train(config, workdir: str) -> dict[str, Any]:
+    """Train (or resume) per config in workdir. Returns {"updates", "final_eval", "seconds"}."""
+    setup = resolve(config)
+    os.makedirs(workdir, exist_ok=True)
+    write_run_info(workdir, config)
+    train_bank, eval_bank, names = load_scenes(config, setup.sim)
+    logging.info("%d training scenes, %s held-out", len(names), 0 if eval_bank is None else config.scenes.eval)
+
+    net = networks.ActorCritic(setup.net)
+    params = types.default_params()
+    runner = ppo.init(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank)
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
+    writer = MetricWriter(workdir)
+    restored = ckpt.restore(_to_tree(runner))
+    start = 0
+    if restored is not None:
+        start, tree = restored
+        runner = serialization.from_state_dict(runner, tree)
+        writer.truncate_after(start)
+        _truncate_jsonl(os.path.join(workdir, "eval.jsonl"), start)
+        logging.info("resumed from update %d", start)
+
+    update = ppo.make_update(net, setup.ppo, setup.sim, params)
+    total = config.train.total_updates
+    bar = Progress(total, "updates", initial=start, disable=not config.train.progress)
+    t_last, steps_last, pending = time.perf_counter(), float(runner.agent_steps), []
+    for u in range(start, total):
+        runner, stats = update(runner, train_bank)
+        pending.append(stats)
+        done = u + 1
+        if done % config.train.log_every == 0 or done == total:
+            host = jax.device_get(pending)
+            now, steps = time.perf_counter(), float(runner.agent_steps)
+            row = _summarise(host)
+            row["agent_steps"] = steps
+            row["agent_steps_per_s"] = (steps - steps_last) / max(now - t_last, 1e-9)
+            writer.write(done, row)
+            bar.update(len(pending), {"sps": row["agent_steps_per_s"], "goal": row.get("goal_rate", float("nan"))})
+            t_last, steps_last, pending = now, steps, []
+        if eval_bank is not None and config.train.eval_every and done % config.train.eval_every == 0 and done < total:
+            _append_eval(workdir, done, float(runner.agent_steps),
+                         evaluate_styles(net, runner.params, eval_bank, ("normal",), setup.sim, config.seed))
+        if done % config.train.ckpt_every == 0 or done == total:
+            ckpt.save(done, _to_tree(runner))
+        if os.environ.get(FAULT_ENV) == str(done):  # fault injection for the resume test: a real SIGKILL
+            os.kill(os.getpid(), signal.SIGKILL)
+    bar.close()
+    writer.close()
+
+    final = {}
+    if eval_bank is not None:
+        final = evaluate_styles(net, runner.params, eval_bank, config.train.eval_styles, setup.sim, config.seed)
+        _append_eval(workdir, total, float(runner.agent_steps), final)
+        with open(os.path.join(workdir, "eval.json"), "w") as f:
+            json.dump(dict(updates=total, agent_steps=float(runner.agent_steps), styles=final), f, indent=2)
+    params_path = os.path.join(workdir, "params.msgpack")
+    with open(params_path, "wb") as f:
+        f.write(serialization.to_bytes(runner.params))
+    with open(os.path.join(workdir, "net_config.json"), "w") as f:
+        json.dump(dataclasses.asdict(setup.net), f, indent=2)
+    try:
+        from cp_jax.io import plots
+
+        plots.learning_curve(workdir, os.path.join(workdir, "curve.png"))
+    except Exception as e:  # a plot never fails a finished run
+        logging.warning("curve.png not written: %s", e)
+    ckpt.close()
+    return dict(updates=total, final_eval=final, params=runner.params, runner=runner)
+
+
+def _summarise(rows: list[dict]) -> dict[str, float]:
+    """Mean of per-update stats; episode outcome rates averaged over the updates that ended episodes."""
+    keys = [k for k in rows[0] if k not in EPISODE_KEYS and k != "episodes"]
+    out = {k: float(np.mean([r[k] for r in rows])) for k in keys}
+    ended = [r for r in rows if r["episodes"] > 0]
+    if ended:
+        w = np.array([r["episodes"] for r in ended], np.float64)
+        for k in EPISODE_KEYS:
+            out[k] = float(np.sum(w * np.array([r[k] for r in ended])) / w.sum())
+        out["episodes"] = float(w.sum())
+    return out
+
+
+def _append_eval(workdir: str, update: int, agent_steps: float, result: dict) -> None:
+    with open(os.path.join(workdir, "eval.jsonl"), "a") as f:
+        f.write(json.dumps(dict(update=update, agent_steps=agent_steps, styles=result)) + "\n")
+
+
+def _truncate_jsonl(path: str, step: int) -> None:
+    """Drop eval lines written after `step` (they are re-made by the resumed run)."""
+    if os.path.exists(path):
+        rows = [r for r in read_jsonl(path) if r["update"] <= step]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)

@@ -1,0 +1,46 @@
+"""The CPU-sized reward-conditioned anchor: procedural scenes, the small network, self-play PPO.
+
+    python -m launch.train_anchor --config=experiments/anchor_small.py --workdir=runs/anchor_small
+    python -m launch.train_anchor --config=experiments/anchor_small.py --config.ppo.lr=1e-4 --workdir=...
+
+Fields: seed; scenes (procedural train / held-out counts and seeds, agents per scene, where the
+converted banks are cached, optionally a converted real-scene cache); sim (SimConfig fields); net
+(a preset name plus NetConfig overrides); ppo (PPOConfig fields); train (length, logging,
+checkpoints, evaluation).
+"""
+
+import ml_collections
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.scenes = ml_collections.ConfigDict(dict(
+        train=112,  # procedural training scenes, seeds train_seed .. train_seed + train - 1
+        train_seed=0,
+        eval=28,  # held-out procedural scenes (seeds never used in training)
+        eval_seed=100_000,
+        agents=12,  # agents placed per procedural scene
+        cache_dir="~/.cache/cp_jax/scenes",  # converted banks are cached here (TFDS ArrayRecord)
+        real="",  # optional: a converted real-scene cache (launch.build_scenes) mixed into training
+    ))
+    c.sim = ml_collections.ConfigDict(dict(
+        max_agents=16, max_road_segments=2048, max_lanes=64, obs_road=64, grid_size=32,
+        remove_on_event=True, enable_idm=False,
+    ))
+    c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
+    c.ppo = ml_collections.ConfigDict(dict(
+        num_envs=32, rollout_steps=45, update_epochs=2, num_minibatches=4, lr=1e-3, lr_schedule="linear",
+        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.005,
+        norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal",
+    ))
+    c.train = ml_collections.ConfigDict(dict(
+        total_updates=600,  # sets the learning-rate schedule too
+        log_every=5,  # updates between metric lines
+        ckpt_every=20,  # updates between checkpoints
+        keep=3,  # checkpoints kept
+        eval_every=100,  # updates between held-out evaluations (0: only at the end)
+        eval_styles=("normal", "aggressive", "cautious"),
+        progress=True,
+    ))
+    return c

@@ -1,0 +1,18 @@
+"""The non-conditioned PPO policy of the benchmark's "PPO" traffic regime (CPU size).
+
+Same scenes, network and trainer as experiments/anchor_small.py; the reward is fixed (goal +1,
+collision -0.5, off-road -0.5), every agent gets the normal style (its 2 m goal radius) and the
+network ignores the condition input.
+
+    python -m launch.train_anchor --config=experiments/ppo_small.py --workdir=runs/ppo_small
+"""
+
+from experiments import anchor_small
+
+
+def get_config():
+    c = anchor_small.get_config()
+    c.ppo.conditioned = False
+    c.ppo.fixed_style = "normal"
+    c.train.eval_styles = ("normal",)
+    return c
