@@ -32,7 +32,8 @@ def _bank():
 
 
 def _cfg(**kw):
-    values = dict(num_envs=4, rollout_steps=10, num_minibatches=2, update_epochs=2, lr=3e-3, total_updates=40)
+    values = dict(num_envs=4, rollout_steps=10, num_minibatches=2, update_epochs=2, lr=3e-3, total_updates=40,
+                  sample_capacity=1.0)
     values.update(kw)
     return ppo.PPOConfig(**values)
 
@@ -42,8 +43,9 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
     reward = jnp.array([[1.0, 1.0], [0.0, 0.0], [2.0, 2.0]])  # [T=3, 2 agents]
     value = jnp.array([[0.5, 0.5], [0.4, 0.4], [0.3, 0.3]])
     term = jnp.array([[False, False], [False, True], [False, False]])
+    no = jnp.zeros_like(term)
     last = jnp.array([10.0, 10.0])
-    adv, ret = ppo.gae(reward, value, term, last, gamma, lam)
+    adv, ret = ppo.gae(reward, value, term, no, jnp.zeros_like(value), last, gamma, lam)
     # agent 0: no termination; plain recursion with bootstrap 10.
     d = [1.0 + gamma * 0.4 - 0.5, 0.0 + gamma * 0.3 - 0.4, 2.0 + gamma * 10.0 - 0.3]
     a2 = d[2]
@@ -55,13 +57,20 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
     b0 = (1.0 + gamma * 0.4 - 0.5) + gamma * lam * b1
     np.testing.assert_allclose(adv[:2, 1], [b0, b1], rtol=1e-6)
     np.testing.assert_allclose(ret, adv + value, rtol=1e-6)
+    # Truncated at t=0 (the env restarted): bootstrap from V(final obs) = 7, not from value[1].
+    trunc = jnp.array([[True, False], [False, False], [False, False]])
+    boot = jnp.array([[7.0, 0.0], [0.0, 0.0], [0.0, 0.0]])
+    adv_t, _ = ppo.gae(reward, value, term, trunc, boot, last, gamma, lam)
+    np.testing.assert_allclose(adv_t[0, 0], 1.0 + gamma * 7.0 - 0.5, rtol=1e-6)
+    np.testing.assert_allclose(adv_t[1:, 0], adv[1:, 0], rtol=1e-6)
 
 
 @pytest.mark.parametrize(
     "kw, field",
     [
-        (dict(rollout_steps=7), "rollout_steps"),
-        (dict(num_minibatches=3), "num_minibatches"),
+        (dict(sample_capacity=0.0), "sample_capacity"),
+        (dict(num_minibatches=10_000), "num_minibatches"),
+        (dict(rollouts_per_scene=0), "rollouts_per_scene"),
         (dict(lr_schedule="step"), "lr_schedule"),
         (dict(gamma=1.5), "gamma"),
         (dict(num_envs=0), "num_envs"),
@@ -91,17 +100,22 @@ def _run(tiny, n, seed=0):
     return runner, history
 
 
-def test_update_metrics_finite_and_episodes_synchronised(tiny):
-    runner, hist = _run(tiny, 2)
-    for k, v in hist[0].items():
-        assert np.isfinite(v), k
-    # rollout 10 of episode 20: no episode ended after the first update, one batch after the second.
-    assert hist[0]["episodes"] == 0 and hist[1]["episodes"] > 0
-    rates = sum(hist[1][f"{k}_rate"] for k in ("goal", "collision", "offroad", "timeout"))
-    assert rates == pytest.approx(1.0, abs=1e-5)
-    assert int(runner.update) == 2 and int(runner.env.t[0]) == 0  # reset after the episode
+def test_update_metrics_finite_envs_restart_and_switch_scenes(tiny):
+    runner, hist = _run(tiny, 4)
+    for h in hist:
+        for k, v in h.items():
+            assert np.isfinite(v), k
+    # Episodes end within the 4 rollouts of 10 steps (episode limit 20): the rates cover them.
+    assert sum(h["episodes"] for h in hist) > 0
+    for h in hist:
+        if h["episodes"] > 0:
+            rates = sum(h[f"{k}_rate"] for k in ("goal", "collision", "offroad", "timeout"))
+            assert rates == pytest.approx(1.0, abs=1e-5)
+    # After rollouts_per_scene = 4 updates every env drew a new scene and starts at frame 0.
+    assert int(runner.update) == 4 and np.all(np.asarray(runner.env.t) == 0)
     # Only policy agents that were alive count as samples: the parked car never does.
-    assert 0 < hist[0]["samples"] <= 4 * 10 * 3
+    for h in hist:
+        assert 0 < h["samples"] <= 4 * 10 * 3
 
 
 def test_same_seed_same_metrics_other_seed_differs(tiny):
@@ -132,7 +146,8 @@ def test_ppo_learns_to_reach_goals():
     PPO must learn to keep straight."""
     bank = _bank()
     net = networks.ActorCritic(dataclasses.replace(NET, condition=False))
-    cfg = _cfg(conditioned=False, num_envs=16, rollout_steps=20, num_minibatches=4, lr=1e-3, ent_coef=0.01)
+    cfg = _cfg(conditioned=False, num_envs=16, rollout_steps=20, num_minibatches=4, lr=1e-3, ent_coef=0.01,
+               sample_capacity=1.0)
     update = ppo.make_update(net, cfg, SIM, types.default_params())
     runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
     normal = conditions.style("normal")

@@ -1,20 +1,25 @@
 """Self-play PPO in the purejaxrl style: one jitted `update` = rollout -> GAE -> minibatch epochs.
 
 Every controlled agent (controller POLICY) of every scene in the batch is driven by the same
-policy. Scenes run synchronised episodes: all B scenes start together, so truncation at
-`sim.episode_steps` always falls on the last step of a rollout (rollout_steps divides
-episode_steps) and its bootstrap value is the value of the final, pre-reset observation; then all
-scenes are reset to fresh scenes of the bank with freshly sampled conditions (one per agent).
+policy. Each of the B parallel envs holds one scene of the bank for `rollouts_per_scene` updates:
+
+- an env restarts its scene from log frame 0 (fresh conditions, one per agent, and a fresh key) as
+  soon as none of its policy agents is left or the time limit `sim.episode_steps` is reached, so
+  no compute idles on finished episodes;
+- after `rollouts_per_scene` updates every env draws a new scene of the bank; episodes still
+  running then are truncated at the rollout's end (bootstrapped like any time limit).
 
     runner = init(net, ppo_cfg, sim_cfg, key, bank)
     update = make_update(net, ppo_cfg, sim_cfg, params)   # jitted; bank is an argument
     runner, metrics = update(runner, bank)
 
 Terminated (removed on goal / collision / off-road) and truncated (time limit) are separate:
-terminated cuts the bootstrap, truncated bootstraps from V(final observation). Samples of agents
-that are not POLICY-controlled or not alive before the step are masked out of every loss and
-statistic. The LSTM variant stores the carry of every step and re-applies one step from it in the
-update (no gradient through time).
+terminated cuts the bootstrap, truncated bootstraps from V of the final observation (computed on
+the steps where some agent is truncated). Samples of agents that are not POLICY-controlled or not
+alive before the step are masked out of every loss and statistic, and the update only processes
+the first `sample_capacity` x T x B x A samples after moving valid ones to the front (a random
+subset when more are valid; `dropped_frac` reports it). The LSTM variant stores the carry of every
+step and re-applies one step from it in the update (no gradient through time).
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ class PPOConfig:
     """Static PPO hyper-parameters (hashable). Defaults follow DESIGN.md section 5."""
 
     num_envs: int = 32  # scenes stepped in parallel
-    rollout_steps: int = 45  # steps per update; must divide the sim's episode_steps
+    rollout_steps: int = 45  # steps per update
+    rollouts_per_scene: int = 4  # updates before every env draws a new scene of the bank
+    sample_capacity: float = 0.5  # share of the T x B x A rollout slots the update processes (valid first)
     update_epochs: int = 1
     num_minibatches: int = 4
     lr: float = 3e-4
@@ -64,16 +71,14 @@ class PPOConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if sim.episode_steps % self.rollout_steps:
+        if self.rollouts_per_scene < 1:
+            raise ValueError(f"PPOConfig.rollouts_per_scene must be >= 1, got {self.rollouts_per_scene}")
+        if not 0.0 < self.sample_capacity <= 1.0:
+            raise ValueError(f"PPOConfig.sample_capacity must be in (0, 1], got {self.sample_capacity}")
+        if self.capacity(sim) < self.num_minibatches:
             raise ValueError(
-                f"PPOConfig.rollout_steps ({self.rollout_steps}) must divide SimConfig.episode_steps "
-                f"({sim.episode_steps}): episodes are synchronised and truncate at a rollout's end"
-            )
-        n = self.num_envs * self.rollout_steps * sim.max_agents
-        if n % self.num_minibatches:
-            raise ValueError(
-                f"PPOConfig.num_minibatches ({self.num_minibatches}) must divide num_envs * rollout_steps * "
-                f"max_agents = {n}"
+                f"PPOConfig.num_minibatches ({self.num_minibatches}) exceeds the samples per update "
+                f"({self.capacity(sim)} = sample_capacity x num_envs x rollout_steps x max_agents)"
             )
         if self.lr_schedule not in ("constant", "linear", "cosine"):
             raise ValueError(f"PPOConfig.lr_schedule: unknown {self.lr_schedule!r}; use constant|linear|cosine")
@@ -83,6 +88,11 @@ class PPOConfig:
         if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
             raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
         conditions.style(self.fixed_style)  # raises for an unknown style
+
+    def capacity(self, sim: SimConfig) -> int:
+        """Samples per update: sample_capacity x T x B x A, rounded down to whole minibatches."""
+        n = int(self.sample_capacity * self.num_envs * self.rollout_steps * sim.max_agents)
+        return n - n % max(self.num_minibatches, 1)
 
 
 @struct.dataclass
@@ -112,6 +122,8 @@ class Batch:
     value: jax.Array
     reward: jax.Array
     terminated: jax.Array
+    truncated: jax.Array
+    boot_value: jax.Array  # V(final observation) where truncated, else 0
     valid: jax.Array
 
 
@@ -164,56 +176,102 @@ def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Arr
     )
 
 
-def gae(reward, value, terminated, last_value, gamma: float, lam: float):
-    """Advantages and returns [T, ...]; terminated cuts the bootstrap (truncation bootstraps).
+def gae(reward, value, terminated, truncated, boot_value, last_value, gamma: float, lam: float):
+    """Advantages and returns [T, ...].
 
-    reward, value, terminated [T, ...]; last_value [...] = V of the observation after the last step.
+    reward, value, terminated, truncated, boot_value [T, ...]; last_value [...] = V of the
+    observation after the last step. A terminated step has no bootstrap; a truncated one
+    bootstraps from boot_value (V of its final observation, the env having restarted since);
+    either ends the recursion.
     """
 
     def body(carry, x):
         next_value, next_adv = carry
-        r, v, term = x
-        keep = 1.0 - term.astype(jnp.float32)
-        delta = r + gamma * next_value * keep - v
-        adv = delta + gamma * lam * keep * next_adv
+        r, v, term, trunc, boot = x
+        target = jnp.where(term, 0.0, jnp.where(trunc, boot, next_value))
+        delta = r + gamma * target - v
+        adv = delta + gamma * lam * (1.0 - (term | trunc).astype(jnp.float32)) * next_adv
         return (v, adv), adv
 
     init_carry = (last_value, jnp.zeros_like(last_value))
-    _, adv = jax.lax.scan(body, init_carry, (reward, value, terminated), reverse=True)
+    xs = (reward, value, terminated, truncated, boot_value)
+    _, adv = jax.lax.scan(body, init_carry, xs, reverse=True)
     return adv, adv + value
+
+
+OUTCOME_KEYS = tuple(metrics.OUTCOMES)
+
+
+def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
+    """Returns `rollout(runner, scenes [B]) -> (state, carry, ep_return, totals, key, Batch [T, B, A])`:
+    rollout_steps of observe -> policy -> step for every env, restarting finished envs."""
+    observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
+    shape = (cfg.num_envs, sim.max_agents)
+
+    def restart(state: SimState, scenes: Scenario, done: jax.Array, key: jax.Array) -> SimState:
+        """Envs where done [B] restart their scene from frame 0 with fresh conditions and keys."""
+        k_cond, k_env = jax.random.split(key)
+        cond = sample_conditions(k_cond, shape, cfg)
+        fresh = jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, jax.random.split(k_env, cfg.num_envs), cond)
+        return jax.tree.map(lambda f, s: jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s), fresh, state)
+
+    def rollout(runner: Runner, scenes: Scenario):
+        p = runner.params
+
+        def body(c, _):
+            state, carry, ep_ret, totals, key = c
+            key, k_act, k_reset = jax.random.split(key, 3)
+            obs = observe(state, scenes)
+            logits, value, new_carry = net.apply(p, obs, carry)
+            action = dist.sample(k_act, logits)
+            nxt, out = jax.vmap(lambda s, a, sc: env.step(s, a, sc, params, sim))(state, action, scenes)
+            policy = state.controller == types.POLICY
+            valid = out.active & policy
+            if cfg.conditioned:
+                rew = out.reward
+            else:
+                rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
+            rew = jnp.where(valid, rew, 0.0)
+            truncated = out.truncated & valid
+            boot = jax.lax.cond(
+                jnp.any(truncated),
+                lambda: net.apply(p, observe(nxt, scenes), new_carry)[1],
+                lambda: jnp.zeros(shape, jnp.float32),
+            )
+            ep_ret = ep_ret + rew
+            # Episode end per env: no policy agent left, or the time limit.
+            done = (nxt.t >= sim.episode_steps) | ~jnp.any(nxt.alive & policy, axis=1)  # [B]
+            ended = policy & done[:, None]
+            outcome = metrics.outcomes(nxt)
+            totals = dict(
+                totals,
+                agents=totals["agents"] + ended.sum(),
+                episode_return=totals["episode_return"] + jnp.sum(jnp.where(ended, ep_ret, 0.0)),
+                **{k: totals[k] + jnp.sum(outcome[k] & ended) for k in OUTCOME_KEYS},
+            )
+            nxt = jax.lax.cond(jnp.any(done), lambda: restart(nxt, scenes, done, k_reset), lambda: nxt)
+            ep_ret = jnp.where(done[:, None], 0.0, ep_ret)
+            new_carry = networks.reset_carry(new_carry, jnp.broadcast_to(done[:, None], shape))
+            batch = Batch(obs=obs, carry=carry, action=action, logp=dist.log_prob(logits, action), value=value,
+                          reward=rew, terminated=out.terminated & valid, truncated=truncated, boot_value=boot,
+                          valid=valid)
+            return (nxt, new_carry, ep_ret, totals, key), batch
+
+        totals = {k: jnp.zeros((), jnp.float32) for k in ("agents", "episode_return", *OUTCOME_KEYS)}
+        init_c = (runner.env, runner.carry, runner.ep_return, totals, runner.key)
+        (state, carry, ep_ret, totals, key), batch = jax.lax.scan(body, init_c, None, length=cfg.rollout_steps)
+        return state, carry, ep_ret, totals, key, batch
+
+    return rollout
 
 
 def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
     """Returns the jitted `update(runner, bank) -> (runner, metrics)`."""
     cfg.validate(sim)
     optimizer = make_optimizer(cfg)
-
-    def policy_step(p, obs, carry, key):
-        logits, value, carry = net.apply(p, obs, carry)
-        action = dist.sample(key, logits)
-        return action, dist.log_prob(logits, action), value, carry
-
-    def rollout(runner: Runner, scenes: Scenario):
-        def body(c, _):
-            state, carry, key = c
-            key, k_act = jax.random.split(key)
-            obs = jax.vmap(env.observe, in_axes=(0, 0, None))(state, scenes, sim)
-            action, logp, value, new_carry = policy_step(runner.params, obs, carry, k_act)
-            nxt, out = jax.vmap(lambda s, a, sc: env.step(s, a, sc, params, sim))(state, action, scenes)
-            valid = out.active & (state.controller == types.POLICY)
-            if cfg.conditioned:
-                rew = out.reward
-            else:
-                rew = jnp.where(out.active, reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal), 0.0)
-            rew = jnp.where(valid, rew, 0.0)
-            batch = Batch(obs=obs, carry=carry, action=action, logp=logp, value=value, reward=rew,
-                          terminated=out.terminated, valid=valid)
-            return (nxt, new_carry, key), batch
-
-        (state, carry, key), batch = jax.lax.scan(
-            body, (runner.env, runner.carry, runner.key), None, length=cfg.rollout_steps
-        )
-        return state, carry, key, batch
+    observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
+    shape = (cfg.num_envs, sim.max_agents)
+    rollout = make_rollout(net, cfg, sim, params)
 
     def loss_fn(p, mb: Batch, adv, ret, weight):
         logits, value, _ = net.apply(p, mb.obs, mb.carry)
@@ -238,14 +296,11 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         )
         return total, stats
 
-    def epochs(runner: Runner, batch: Batch, adv, ret, weight, key):
-        flat = lambda x: x.reshape((-1,) + x.shape[3:])  # noqa: E731 - [T, B, A, ...] -> [N, ...]
-        data = jax.tree.map(flat, (batch, adv, ret, weight))
-        n = data[1].shape[0]
-        m = cfg.num_minibatches
+    def epochs(runner: Runner, data, key):
+        """data: (Batch, adv, ret, weight) flattened to [K, ...] samples."""
+        n, m = data[1].shape[0], cfg.num_minibatches
 
         def epoch(c, k):
-            p, o = c
             perm = jax.random.permutation(k, n)
             shuffled = jax.tree.map(lambda x: x[perm].reshape((m, n // m) + x.shape[1:]), data)
 
@@ -256,19 +311,29 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
                 stats["grad_norm"] = optax.tree.norm(grads)
                 return (optax.apply_updates(p2, updates), o2), stats
 
-            return jax.lax.scan(minibatch, (p, o), shuffled)
+            return jax.lax.scan(minibatch, c, shuffled)
 
         keys = jax.random.split(key, cfg.update_epochs)
         (p, o), stats = jax.lax.scan(epoch, (runner.params, runner.opt_state), keys)
         return p, o, jax.tree.map(jnp.mean, stats)
 
+    def compact(batch: Batch, adv, ret, weight, key):
+        """The update's K = capacity samples: valid ones first (random order; a random subset if
+        more than K are valid), then invalid fillers with weight 0. -> (data [K, ...], dropped)."""
+        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[3:]), (batch, adv, ret, weight))
+        ok = flat[3] > 0
+        order = jnp.argsort(jnp.where(ok, 0.0, 2.0) + jax.random.uniform(key, ok.shape))
+        idx = order[: cfg.capacity(sim)]
+        data = jax.tree.map(lambda x: x[idx], flat)
+        return data, ok.sum() - data[3].astype(bool).sum()
+
     @jax.jit
     def update(runner: Runner, bank: Scenario):
         scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-        state, carry, key, batch = rollout(runner, scenes)
-        obs = jax.vmap(env.observe, in_axes=(0, 0, None))(state, scenes, sim)
-        _, last_value, _ = net.apply(runner.params, obs, carry)
-        adv, ret = gae(batch.reward, batch.value, batch.terminated, last_value, cfg.gamma, cfg.gae_lambda)
+        state, carry, ep_return, totals, key, batch = rollout(runner, scenes)
+        _, last_value, _ = net.apply(runner.params, observe(state, scenes), carry)
+        adv, ret = gae(batch.reward, batch.value, batch.terminated, batch.truncated, batch.boot_value,
+                       last_value, cfg.gamma, cfg.gae_lambda)
 
         valid = batch.valid
         weight = valid.astype(jnp.float32)
@@ -278,8 +343,9 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         if cfg.adv_filter:
             weight = weight * (jnp.abs(adv) >= cfg.adv_filter_frac * adv_ewma)
 
-        key, k_epochs, k_reset = jax.random.split(key, 3)
-        new_params, opt_state, stats = epochs(runner, batch, adv, ret, weight, k_epochs)
+        key, k_compact, k_epochs, k_scene = jax.random.split(key, 4)
+        data, dropped = compact(batch, adv, ret, weight, k_compact)
+        new_params, opt_state, stats = epochs(runner, data, k_epochs)
 
         # Rollout statistics over valid samples.
         v_mask = valid.astype(jnp.float32)
@@ -288,38 +354,32 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         var_ret = jnp.sum(v_mask * (ret - ret_mean) ** 2) / nv
         res = ret - batch.value
         var_res = jnp.sum(v_mask * (res - jnp.sum(v_mask * res) / nv) ** 2) / nv
+        n_ep = jnp.maximum(totals["agents"], 1.0)
         stats.update(
             explained_variance=1.0 - var_res / jnp.maximum(var_ret, 1e-8),
             reward_per_step=jnp.sum(batch.reward) / nv,
             value_mean=jnp.sum(v_mask * batch.value) / nv,
             kept_frac=weight.sum() / nv,
-            samples=weight.sum(),
+            samples=data[3].sum(),
+            dropped_frac=dropped / nv,
+            episodes=totals["agents"],
+            episode_return=totals["episode_return"] / n_ep,
+            **{f"{k}_rate": totals[k] / n_ep for k in OUTCOME_KEYS},
         )
 
-        # Episode end (synchronised): outcome rates, then fresh scenes and conditions.
-        ep_return = runner.ep_return + batch.reward.sum(0)
-        done = state.t[0] >= sim.episode_steps
-        controlled = state.controller == types.POLICY
-        rates = metrics.rates(state, controlled)
-        n_ctrl = jnp.maximum(controlled.sum(), 1)
-        stats.update(
-            episodes=jnp.where(done, controlled.sum(), 0).astype(jnp.float32),
-            **{f"{k}_rate": v for k, v in rates.items()},
-            episode_return=jnp.sum(jnp.where(controlled, ep_return, 0.0)) / n_ctrl,
+        # Every rollouts_per_scene updates, every env draws a new scene (running episodes truncated).
+        switch = (runner.update + 1) % cfg.rollouts_per_scene == 0
+
+        def new_scenes(_):
+            s, idx = reset_envs(k_scene, bank, cfg, sim)
+            return s, idx, networks.initial_carry(net.cfg, shape), jnp.zeros_like(ep_return)
+
+        state, idx, carry, ep_return = jax.lax.cond(
+            switch, new_scenes, lambda _: (state, runner.scene_idx, carry, ep_return), None
         )
-
-        def fresh(_):
-            s, idx = reset_envs(k_reset, bank, cfg, sim)
-            return s, idx, networks.initial_carry(net.cfg, (cfg.num_envs, sim.max_agents)), jnp.zeros_like(ep_return)
-
-        def same(_):
-            return state, runner.scene_idx, carry, ep_return
-
-        state, idx, carry, ep_return = jax.lax.cond(done, fresh, same, None)
         runner = runner.replace(
             params=new_params, opt_state=opt_state, env=state, scene_idx=idx, carry=carry, ep_return=ep_return,
-            adv_ewma=adv_ewma, key=key, update=runner.update + 1,
-            agent_steps=runner.agent_steps + jnp.sum(v_mask),
+            adv_ewma=adv_ewma, key=key, update=runner.update + 1, agent_steps=runner.agent_steps + v_mask.sum(),
         )
         return runner, stats
 
