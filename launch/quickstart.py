@@ -90,6 +90,27 @@ def main(_):
         if name == "idm" or idm_paths is None:
             idm_paths, paths_of = np.asarray(xy), name
 
+    anchor = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", config.anchor) if config.anchor else ""
+    if anchor and os.path.exists(anchor):  # the shipped anchor policy, greedy, same scenes
+        import dataclasses
+
+        from cp_jax.policy import saved
+        from cp_jax.rl import ppo
+
+        pol = saved.load(anchor)
+        acfg = dataclasses.replace(cfg, obs_road=pol.sim.obs_road, obs_partners=pol.sim.obs_partners,
+                                   partner_radius=pol.sim.partner_radius)
+        abank = bank_lib.make_bank(raws, acfg)
+        t1 = time.perf_counter()
+        key = jax.random.PRNGKey(config.seed)
+        r = jax.device_get(ppo.evaluate(pol.net, pol.params, abank, cond, params, acfg, key))
+        ctrl = r["controlled"]
+        rates = {k: float(r[k].sum() / max(ctrl.sum(), 1)) for k in ("goal", "collision", "offroad", "timeout")}
+        rates["mean_speed"] = float(r["mean_speed"][ctrl].mean())
+        results["anchor"] = dict(rates, path=config.anchor)
+        print(f"{'anchor':>10} | {rates['goal']:.3f}  {rates['collision']:.3f}     {rates['offroad']:.3f}   "
+              f"{rates['timeout']:.3f}   | ({config.anchor}, greedy, {time.perf_counter() - t1:.1f}s incl. compile)")
+
     for i, raw in enumerate(raws):
         scenario = jax.tree.map(lambda x, i=i: x[i], bank)
         paths = np.moveaxis(idm_paths[i], 0, 1)

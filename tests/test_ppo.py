@@ -160,3 +160,20 @@ def test_ppo_learns_to_reach_goals():
     after = ppo.evaluate(net, runner.params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(0))
     assert rate(before) < 0.3
     assert rate(after) >= 0.75, jax.device_get(stats)
+
+
+def test_lstm_policy_trains_and_evaluates():
+    bank = _bank()
+    net = networks.ActorCritic(dataclasses.replace(NET, lstm=8))
+    cfg = _cfg(rollouts_per_scene=2)
+    update = ppo.make_update(net, cfg, SIM, types.default_params())
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
+    assert runner.carry[0][0].shape == (4, SIM.max_agents, 8)
+    for _ in range(2):
+        runner, stats = update(runner, bank)
+        assert np.isfinite(float(stats["policy_loss"]))
+    # The memory restarts with the scenes (every rollouts_per_scene updates).
+    assert not np.any(np.asarray(runner.carry[0][0]))
+    r = ppo.evaluate(net, runner.params, bank, conditions.style("normal"), types.default_params(), SIM,
+                     jax.random.PRNGKey(0))
+    assert int(r["controlled"].sum()) == 4

@@ -43,24 +43,24 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     r = _train(a, cache)
     assert r.returncode == 0, r.stderr[-3000:]
-    for name in ("run_info.json", "metrics.jsonl", "params.msgpack", "net_config.json", "curve.png"):
+    for name in ("run_info.json", "metrics.jsonl", "policy/params.msgpack", "policy/net_config.json", "curve.png"):
         assert (a / name).exists(), name
     assert sorted(os.listdir(a / "checkpoints")) == ["6", "8"]  # keep=2
     assert json.loads((a / "run_info.json").read_text())["config"]["ppo"]["num_envs"] == 2
 
     killed = _train(b, cache, kill_at=5)  # SIGKILL after update 5: the checkpoint of update 4 survives
     assert killed.returncode == -9, killed.stderr[-3000:]
-    assert not (b / "params.msgpack").exists()
+    assert not (b / "policy" / "params.msgpack").exists()
     assert len(read_jsonl(b / "metrics.jsonl")) == 5  # update 5 was logged before the kill
     resumed = _train(b, cache)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert (a / "params.msgpack").read_bytes() == (b / "params.msgpack").read_bytes()
+    assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
     assert _metrics(a) == _metrics(b)  # the lost update 5 was re-made, not duplicated
 
     again = _train(c, cache)  # a second run with the same seed: identical metrics and parameters
     assert again.returncode == 0, again.stderr[-3000:]
     assert _metrics(a) == _metrics(c)
-    assert (a / "params.msgpack").read_bytes() == (c / "params.msgpack").read_bytes()
+    assert (a / "policy" / "params.msgpack").read_bytes() == (c / "policy" / "params.msgpack").read_bytes()
 
 
 def test_bad_config_fails_before_any_work(tmp_path):

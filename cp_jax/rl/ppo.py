@@ -25,6 +25,7 @@ step and re-applies one step from it in the update (no gradient through time).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import jax
@@ -403,22 +404,32 @@ def evaluate(
     cond [COND_DIM]. Returns per-agent outcome masks [N, A] ("goal", "collision", "offroad",
     "timeout"), "controlled" [N, A] and "mean_speed" [N, A] (|speed| averaged over alive steps)."""
     n = jax.tree.leaves(bank)[0].shape[0]
-    keys = jax.random.split(key, n)
-
-    def policy_fn(p, obs, state, k):
-        logits, _, _ = net.apply(p, obs, None)
-        return dist.greedy(logits) if greedy else dist.sample(k, logits)
-
-    def one(scenario, k):
-        s0 = env.reset(scenario, k, cond, sim)
-        final, traj = env.rollout(policy_fn, net_params, s0, scenario, params, sim, sim.episode_steps,
-                                  keep_states=True)
-        alive = traj.state.alive
-        speed = jnp.sum(jnp.where(alive, jnp.abs(traj.state.speed), 0.0), 0) / jnp.maximum(alive.sum(0), 1)
-        return final, s0.controller == types.POLICY, speed
-
-    if net.cfg.lstm:
-        raise NotImplementedError("evaluate() drives feed-forward policies; the LSTM carry needs a stateful rollout")
-    final, controlled, speed = jax.vmap(one)(bank, keys)
+    run = _evaluator(net.cfg, sim, greedy)
+    final, controlled, speed = run(net_params, bank, jnp.asarray(cond, jnp.float32), params, jax.random.split(key, n))
     out = {k: v & controlled for k, v in metrics.outcomes(final).items()}
     return dict(out, controlled=controlled, mean_speed=speed)
+
+
+@functools.lru_cache(maxsize=16)
+def _evaluator(net_cfg: networks.NetConfig, sim: SimConfig, greedy: bool):
+    """evaluate()'s compiled body, one per (network, sim config, greedy)."""
+    net = networks.ActorCritic(net_cfg)
+
+    def one(net_params, scenario, cond, params, k):
+        s0 = env.reset(scenario, k, cond, sim)
+
+        def body(c, _):  # env.rollout's loop, carrying the policy memory (LSTM) too
+            s, carry = c
+            k_next, k_act = jax.random.split(s.key)
+            s = s.replace(key=k_next)
+            logits, _, carry = net.apply(net_params, env.observe(s, scenario, sim), carry)
+            action = dist.greedy(logits) if greedy else dist.sample(k_act, logits)
+            s_next, _ = env.step(s, action, scenario, params, sim)
+            return (s_next, carry), (s.alive, jnp.abs(s.speed))
+
+        carry0 = networks.initial_carry(net.cfg, (sim.max_agents,))
+        (final, _), (alive, speed) = jax.lax.scan(body, (s0, carry0), None, length=sim.episode_steps)
+        mean_speed = jnp.sum(jnp.where(alive, speed, 0.0), 0) / jnp.maximum(alive.sum(0), 1)
+        return final, s0.controller == types.POLICY, mean_speed
+
+    return jax.jit(jax.vmap(one, in_axes=(None, 0, None, None, 0)))

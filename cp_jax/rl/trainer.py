@@ -23,7 +23,7 @@ from flax import serialization
 from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl
 from cp_jax.io.run_info import write_run_info
-from cp_jax.policy import networks
+from cp_jax.policy import networks, saved
 from cp_jax.rl import ppo
 from cp_jax.sim import conditions, types
 
@@ -117,7 +117,8 @@ def _to_tree(runner: ppo.Runner):
 
 
 def train(config, workdir: str) -> dict[str, Any]:
-    """Train (or resume) per config in workdir. Returns {"updates", "final_eval", "seconds"}."""
+    """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
+    Returns {"updates", "final_eval", "params", "runner"}."""
     setup = resolve(config)
     os.makedirs(workdir, exist_ok=True)
     write_run_info(workdir, config)
@@ -129,6 +130,12 @@ def train(config, workdir: str) -> dict[str, Any]:
     runner = ppo.init(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
     writer = MetricWriter(workdir)
+    if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
+        start_policy = saved.load(config.init_from)
+        if start_policy.net.cfg != setup.net:
+            raise ValueError(f"config.init_from={config.init_from!r}: its network {start_policy.net.cfg} differs "
+                             f"from config.net {setup.net}")
+        runner = runner.replace(params=start_policy.params)
     restored = ckpt.restore(_to_tree(runner))
     start = 0
     if restored is not None:
@@ -171,11 +178,7 @@ def train(config, workdir: str) -> dict[str, Any]:
         _append_eval(workdir, total, float(runner.agent_steps), final)
         with open(os.path.join(workdir, "eval.json"), "w") as f:
             json.dump(dict(updates=total, agent_steps=float(runner.agent_steps), styles=final), f, indent=2)
-    params_path = os.path.join(workdir, "params.msgpack")
-    with open(params_path, "wb") as f:
-        f.write(serialization.to_bytes(runner.params))
-    with open(os.path.join(workdir, "net_config.json"), "w") as f:
-        json.dump(dataclasses.asdict(setup.net), f, indent=2)
+    saved.save(os.path.join(workdir, "policy"), setup.net, runner.params, setup.sim)
     try:
         from cp_jax.io import plots
 

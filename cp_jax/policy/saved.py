@@ -1,0 +1,76 @@
+"""A trained policy on disk: a folder with params.msgpack (flax serialization, no pickle),
+net_config.json and sim_config.json (the observation sizes it was trained with).
+
+    save(folder, net_cfg, params, sim_cfg)
+    policy = load("assets/anchors/conditioned_small")   # -> SavedPolicy(net, params, sim)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, NamedTuple
+
+import jax
+from flax import serialization
+
+from cp_jax.policy import networks
+from cp_jax.sim.types import SimConfig
+
+FILES = ("params.msgpack", "net_config.json", "sim_config.json")
+
+
+class SavedPolicy(NamedTuple):
+    net: networks.ActorCritic
+    params: Any
+    sim: SimConfig  # the config it was trained with (observation sizes matter)
+
+
+def save(folder: str, net_cfg: networks.NetConfig, params, sim_cfg: SimConfig) -> None:
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "params.msgpack"), "wb") as f:
+        f.write(serialization.to_bytes(jax.device_get(params)))
+    with open(os.path.join(folder, "net_config.json"), "w") as f:
+        json.dump(dataclasses.asdict(net_cfg), f, indent=2)
+    with open(os.path.join(folder, "sim_config.json"), "w") as f:
+        json.dump(dataclasses.asdict(sim_cfg), f, indent=2)
+
+
+def _read_json(folder: str, name: str) -> dict:
+    path = os.path.join(folder, name)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: missing (a saved policy folder holds {', '.join(FILES)})") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+
+
+def load(folder: str) -> SavedPolicy:
+    """Read a saved policy; errors name the file and the field."""
+    raw = _read_json(folder, "net_config.json")
+    try:
+        net_cfg = networks.NetConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{os.path.join(folder, 'net_config.json')}: {e}") from None
+    try:
+        sim_cfg = SimConfig(**_read_json(folder, "sim_config.json"))
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{os.path.join(folder, 'sim_config.json')}: {e}") from None
+    template = networks.init_params(net_cfg, sim_cfg, jax.random.PRNGKey(0))
+    path = os.path.join(folder, "params.msgpack")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: missing (a saved policy folder holds {', '.join(FILES)})")
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        params = serialization.from_bytes(template, data)
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: does not match {os.path.join(folder, 'net_config.json')} ({e})") from None
+    bad = [p for p, a, b in zip(jax.tree.leaves_with_path(params), jax.tree.leaves(params), jax.tree.leaves(template),
+                                strict=True) if a.shape != b.shape]
+    if bad:
+        raise ValueError(f"{path}: parameter {jax.tree_util.keystr(bad[0][0])} has the wrong shape for net_config.json")
+    return SavedPolicy(networks.ActorCritic(net_cfg), params, sim_cfg)
