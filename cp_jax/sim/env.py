@@ -6,6 +6,7 @@ a pytree of arrays. Batch with `jax.vmap` over the leading axis of state and sce
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import jax
@@ -19,7 +20,7 @@ from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimStat
 
 __all__ = [
     "reset", "step", "observe", "observe_agents", "rollout", "rollout_rows", "replay_log", "default_controllers",
-    "Trajectory",
+    "set_controllers", "Trajectory",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 
@@ -48,13 +49,18 @@ def reset(
     controller: jax.Array | None = None,
 ) -> SimState:
     """State at log frame 0. cond [A, COND_DIM] (or [COND_DIM], broadcast); controller [A] ids
-    (default: `default_controllers`; ineligible agents are always forced to LOG)."""
+    (default: `default_controllers`; ineligible agents are always forced to LOG).
+
+    At most cfg.max_controlled agents per scene are not LOG: the first ones in index order keep
+    their controller, any further non-log agent replays its log (see `set_controllers`).
+    """
     a = cfg.max_agents
     cond = jnp.broadcast_to(jnp.asarray(cond, jnp.float32), (a, types.COND_DIM))
     eligible = default_controllers(scenario, cond, types.POLICY) == types.POLICY
     if controller is None:
         controller = jnp.full((a,), types.POLICY, jnp.int32)
     controller = jnp.where(eligible, jnp.asarray(controller, jnp.int32), types.LOG)
+    controller, ctrl_rows = _limit_controlled(controller, cfg)
     xy = scenario.log_xy[:, 0]
     yaw = scenario.log_yaw[:, 0]
     never = jnp.full((a,), INF_T, jnp.int32)
@@ -76,8 +82,30 @@ def reset(
         collision_partner=jnp.full((a,), -1, jnp.int32),
         cond=cond,
         controller=controller,
+        ctrl_rows=ctrl_rows,
         key=key,
     )
+
+
+def set_controllers(state: SimState, controller: jax.Array, cfg: SimConfig) -> SimState:
+    """state with new controller ids [A] and ctrl_rows to match: the way to change controllers after
+    `reset` (a bare state.replace(controller=...) leaves ctrl_rows stale, which matters when
+    cfg.max_controlled < max_agents). Non-log agents beyond the first max_controlled (index order)
+    are set to LOG. Eligibility is not re-checked: `reset` applies it."""
+    controller, ctrl_rows = _limit_controlled(jnp.asarray(controller, jnp.int32), cfg)
+    return state.replace(controller=controller, ctrl_rows=ctrl_rows)
+
+
+def _limit_controlled(controller: jax.Array, cfg: SimConfig) -> tuple[jax.Array, jax.Array]:
+    """(controller [A] with non-log agents beyond the first C forced to LOG, ctrl_rows [C]): the
+    non-log agents in index order, then LOG agents in index order as padding."""
+    non_log = controller != types.LOG
+    if cfg.rows_only:
+        extra = non_log & (jnp.cumsum(non_log) > cfg.num_controlled)
+        controller = jnp.where(extra, types.LOG, controller)
+        non_log = non_log & ~extra
+    rows = jnp.argsort((~non_log).astype(jnp.int32), stable=True)[: cfg.num_controlled]
+    return controller, rows.astype(jnp.int32)
 
 
 def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
@@ -91,19 +119,31 @@ def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
     return accel, steer
 
 
-def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig) -> jax.Array:
-    """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt."""
-    corners = geometry.box_corners(xy, yaw, scenario.size)  # [A, 4, 2]
+def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig, rows: jax.Array | None = None) -> jax.Array:
+    """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt.
+
+    With rows [C] (agent indices), xy [C, 2] and yaw [C] are those agents' poses -> [C]."""
+    size, obj_type = scenario.size, scenario.obj_type
+    if rows is not None:
+        size, obj_type = size[rows], obj_type[rows]
+    corners = geometry.box_corners(xy, yaw, size)  # [A, 4, 2]
     sd = geometry.edge_distance(corners, scenario, cfg, anchor=xy)  # candidates of the centre's cell
     # A scene without any road edge has nothing to leave: +inf (no candidate) is on-road.
-    return jnp.any((sd > 0.0) & jnp.isfinite(sd), -1) & (scenario.obj_type != types.PEDESTRIAN)
+    return jnp.any((sd > 0.0) & jnp.isfinite(sd), -1) & (obj_type != types.PEDESTRIAN)
 
 
 def step(
     state: SimState, action: jax.Array, scenario: Scenario, params: SimParams, cfg: SimConfig
 ) -> tuple[SimState, StepOut]:
     """Advance every agent one step. action: int [A] (discrete) or float [A, 2] (accel, steer);
-    only agents with controller POLICY / OTHER_POLICY read it."""
+    only agents with controller POLICY / OTHER_POLICY read it.
+
+    With cfg.max_controlled < max_agents, events and rewards are computed for the C agents of
+    state.ctrl_rows only (every non-log agent, then log padding): a listed agent's collisions with
+    anyone, off-road and reward; unlisted (log-replayed) agents get no events and reward 0. Non-log
+    agents get the same values as with max_controlled None; log-replayed agents are never removed
+    anyway (use max_controlled None, as `replay_log` does, to check the logs themselves).
+    """
     t1 = state.t + 1
     t_log = jnp.minimum(t1, cfg.log_steps - 1)
     ctrl = state.controller
@@ -141,27 +181,29 @@ def step(
     yaw = jnp.where(moving, yaw, jnp.where(is_log & alive, l_yaw, state.yaw))
     speed = jnp.where(alive, speed, 0.0)
 
-    # Events.
-    overlap = geometry.overlap_matrix(xy, yaw, scenario.size) & alive[None, :] & alive[:, None]
-    # One plain max-reduce gives both the partner (highest overlapping index) and the collision flag
-    # (one pass over the [A, A] matrix; argmax's variadic reduce is much slower on XLA:CPU).
-    partner = jnp.max(jnp.where(overlap, jnp.arange(cfg.max_agents, dtype=jnp.int32), -1), -1)
-    collided = partner >= 0
-    offroad = _offroad(xy, yaw, scenario, cfg) & alive
+    # Events and reward: for every agent, or (cfg.rows_only) for the rows of state.ctrl_rows.
     goal_dist = jnp.linalg.norm(xy - scenario.goal, axis=-1)
     at_goal = alive & (goal_dist < state.cond[:, 0]) & (jnp.abs(speed) <= state.cond[:, 9])
-
-    # Reward.
     accel = jnp.where(is_policy, accel_cmd, (speed - state.speed) / cfg.dt)
     lat_accel = speed * dynamics.wrap_angle(yaw - state.yaw) / cfg.dt
-    heading_err, lateral, _, on_lane = geometry.lane_frame(xy, yaw, scenario, cfg)
-    kin = reward_lib.Kinematics(
+    first_goal = at_goal & (state.goal_t == INF_T)  # the goal bonus is paid once
+    kin = dict(
         speed=speed, accel=accel, lat_accel=lat_accel,
         jerk_long=(accel - state.accel) / cfg.dt, jerk_lat=(lat_accel - state.lat_accel) / cfg.dt,
-        heading_err=heading_err, lateral=lateral, on_lane=on_lane,
     )
-    first_goal = at_goal & (state.goal_t == INF_T)  # the goal bonus is paid once
-    rew = reward_lib.reward(state.cond, kin, collided, offroad, first_goal, cfg.dt)
+    if cfg.rows_only:
+        partner, offroad, rew = _row_events(state, xy, yaw, alive, kin, first_goal, scenario, cfg)
+        collided = partner >= 0
+    else:
+        overlap = geometry.overlap_matrix(xy, yaw, scenario.size) & alive[None, :] & alive[:, None]
+        # One plain max-reduce gives both the partner (highest overlapping index) and the collision flag
+        # (one pass over the [A, A] matrix; argmax's variadic reduce is much slower on XLA:CPU).
+        partner = jnp.max(jnp.where(overlap, jnp.arange(cfg.max_agents, dtype=jnp.int32), -1), -1)
+        collided = partner >= 0
+        offroad = _offroad(xy, yaw, scenario, cfg) & alive
+        heading_err, lateral, _, on_lane = geometry.lane_frame(xy, yaw, scenario, cfg)
+        lane = reward_lib.Kinematics(heading_err=heading_err, lateral=lateral, on_lane=on_lane, **kin)
+        rew = reward_lib.reward(state.cond, lane, collided, offroad, first_goal, cfg.dt)
     rew = jnp.where(active & alive, rew, 0.0)
 
     # Removal and bookkeeping (log-replayed agents are never removed).
@@ -196,6 +238,28 @@ def step(
         active=active,
     )
     return new_state, out
+
+
+def _row_events(state: SimState, xy, yaw, alive, kin: dict, first_goal, scenario: Scenario, cfg: SimConfig):
+    """Collision partner [A], off-road [A] and reward [A] when only the C rows of state.ctrl_rows
+    are checked (cfg.rows_only).
+
+    A listed agent is checked against every agent (SAT [C, A], geometry.overlap_rows: no [A, A]
+    work); off-road and the reward (lane frame included) are computed for listed agents only.
+    Unlisted agents get partner -1, off-road False and reward 0, even when a listed agent hits them.
+    """
+    a, rows = cfg.max_agents, state.ctrl_rows
+    r_xy, r_yaw, r_alive = xy[rows], yaw[rows], alive[rows]
+    overlap = geometry.overlap_rows(xy, yaw, scenario.size, rows) & r_alive[:, None] & alive[None, :]  # [C, A]
+    partner = jnp.max(jnp.where(overlap, jnp.arange(a, dtype=jnp.int32), -1), -1)  # [C]
+    offroad = _offroad(r_xy, r_yaw, scenario, cfg, rows) & r_alive
+    heading_err, lateral, _, on_lane = geometry.lane_frame(r_xy, r_yaw, scenario, cfg)
+    lane = reward_lib.Kinematics(
+        heading_err=heading_err, lateral=lateral, on_lane=on_lane, **{k: v[rows] for k, v in kin.items()}
+    )
+    rew = reward_lib.reward(state.cond[rows], lane, partner >= 0, offroad, first_goal[rows], cfg.dt)
+    scatter = lambda v, fill: jnp.full((a,), fill, v.dtype).at[rows].set(v, unique_indices=True)  # noqa: E731
+    return scatter(partner, -1), scatter(offroad, False), scatter(rew, 0.0)
 
 
 def _bcast(mask: jax.Array, like: jax.Array) -> jax.Array:
@@ -249,7 +313,9 @@ def rollout(
 def replay_log(scenario: Scenario, params: SimParams, cfg: SimConfig) -> tuple[SimState, Trajectory]:
     """Everyone replays its log for cfg.episode_steps: the sanity check of data and geometry (a clean
     log should flag no collision or off-road). Event times are in the final state
-    (first_collision_t / first_offroad_t < INF_T: ever flagged)."""
+    (first_collision_t / first_offroad_t < INF_T: ever flagged). Events are checked for every agent
+    and pair whatever cfg.max_controlled (it runs with max_controlled None)."""
+    cfg = dataclasses.replace(cfg, max_controlled=None)
     controller = jnp.full((cfg.max_agents,), types.LOG, jnp.int32)
     state = reset(scenario, jax.random.PRNGKey(0), jnp.zeros(types.COND_DIM), cfg, controller)
     no_action = lambda p, obs, s, key: jnp.zeros((cfg.max_agents,), jnp.int32)  # noqa: E731 - ignored by LOG

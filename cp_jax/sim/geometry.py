@@ -35,16 +35,46 @@ def overlap_matrix(xy: jax.Array, yaw: jax.Array, size: jax.Array) -> jax.Array:
     xy [A, 2], yaw [A], size [A, 2] -> [A, A] bool (diagonal False). Touching boxes (a shared
     edge or corner, zero penetration) do not overlap.
     """
-    half_l, half_w = 0.5 * size[:, 0], 0.5 * size[:, 1]
-    cos, sin = jnp.cos(yaw), jnp.sin(yaw)  # [A]: no transcendentals per pair
-    ci, si, cj, sj = cos[:, None], sin[:, None], cos[None, :], sin[None, :]
-    dx = xy[None, :, 0] - xy[:, None, 0]  # [i, j] vector from i to j
-    dy = xy[None, :, 1] - xy[:, None, 1]
+    overlap = _sat(_box_terms(xy, yaw, size, 1), _box_terms(xy, yaw, size, 0))
+    # Exactly symmetric whatever the rounding (fused multiply-adds differ between (i, j) and (j, i)).
+    return overlap & overlap.T & ~jnp.eye(xy.shape[0], dtype=bool)
+
+
+def overlap_rows(xy: jax.Array, yaw: jax.Array, size: jax.Array, rows: jax.Array) -> jax.Array:
+    """Rows of `overlap_matrix`: boxes rows [C] (indices) against all A boxes -> [C, A] bool.
+
+    Each pair is tested once, in the (row, other) orientation, so no [A, A] work is done; two
+    listed rows agree about their pair because the one term whose rounding depends on the order
+    (|sin| of the heading difference) is computed symmetrically here.
+    """
+    mine = _box_terms(xy[rows], yaw[rows], size[rows], 1)
+    overlap = _sat(mine, _box_terms(xy, yaw, size, 0), symmetric=True)
+    return overlap & (rows[:, None] != jnp.arange(xy.shape[0])[None, :])
+
+
+def _box_terms(xy, yaw, size, axis):
+    """(x, y, cos, sin, half length, half width), each expanded on `axis` for broadcasting."""
+    terms = (xy[:, 0], xy[:, 1], jnp.cos(yaw), jnp.sin(yaw), 0.5 * size[:, 0], 0.5 * size[:, 1])
+    return tuple(jnp.expand_dims(t, axis) for t in terms)
+
+
+def _sat(box_i, box_j, symmetric: bool = False):
+    """[I, J] bool: boxes i [I, 1] and j [1, J] overlap (no separating axis among the four).
+
+    symmetric: |sin| as max - min of the two products, identical for (i, j) and (j, i) (|p - q|
+    may be fused into a multiply-add that rounds differently in the two orders).
+    """
+    xi, yi, ci, si, hl_i, hw_i = box_i
+    xj, yj, cj, sj, hl_j, hw_j = box_j
+    dx, dy = xj - xi, yj - yi  # [i, j] vector from i to j
     c = jnp.abs(cj * ci + sj * si)  # |cos(yaw_j - yaw_i)|
-    s = jnp.abs(sj * ci - cj * si)  # |sin(yaw_j - yaw_i)|
-    hl_i, hw_i, hl_j, hw_j = half_l[:, None], half_w[:, None], half_l[None, :], half_w[None, :]
+    if symmetric:
+        p, q = sj * ci, cj * si
+        s = jnp.maximum(p, q) - jnp.minimum(p, q)  # |sin(yaw_j - yaw_i)|
+    else:
+        s = jnp.abs(sj * ci - cj * si)  # |sin(yaw_j - yaw_i)|
     eps = 1e-4  # penetration below 0.1 mm is touching
-    overlap = (
+    return (
         # Axes of box i: |d . axis| against both boxes' extents along it.
         (jnp.abs(dx * ci + dy * si) < hl_i + hl_j * c + hw_j * s - eps)
         & (jnp.abs(-dx * si + dy * ci) < hw_i + hl_j * s + hw_j * c - eps)
@@ -52,8 +82,6 @@ def overlap_matrix(xy: jax.Array, yaw: jax.Array, size: jax.Array) -> jax.Array:
         & (jnp.abs(dx * cj + dy * sj) < hl_j + hl_i * c + hw_i * s - eps)
         & (jnp.abs(-dx * sj + dy * cj) < hw_j + hl_i * s + hw_i * c - eps)
     )
-    # Exactly symmetric whatever the rounding (fused multiply-adds differ between (i, j) and (j, i)).
-    return overlap & overlap.T & ~jnp.eye(xy.shape[0], dtype=bool)
 
 
 def point_segment(p: jax.Array, a: jax.Array, b: jax.Array):

@@ -1,6 +1,6 @@
 """Datatypes of the simulator: a static config, the scene, the dynamic state, outputs.
 
-Shapes use A = max_agents, S = max_road_segments, L = max_lanes, T = log_steps,
+Shapes use A = max_agents, C = SimConfig.num_controlled, S = max_road_segments, L = max_lanes, T = log_steps,
 R = max_route_points, G2 = grid_size**2, K = obs_partners, k = obs_road.
 Everything except `SimConfig` is a pytree of arrays; leading batch dimensions come from vmap.
 """
@@ -62,6 +62,11 @@ class SimConfig:
     remove_on_event: bool = True  # False: "keep driving" after a collision / off-road
     enable_idm: bool = True  # False compiles the IDM controller out of step()
     idm_lookahead: int = 32  # route points ahead scanned for leaders (x route_spacing metres)
+    # Agent slots per scene that may be driven by anything but the log (policy, IDM, constant
+    # velocity, other policy). None = max_agents: every slot, events for all pairs (the reference).
+    # Smaller: `reset` keeps the first max_controlled non-log agents (index order) and replays the
+    # others' logs, and `step` checks events / computes rewards for those rows only (see env.step).
+    max_controlled: int | None = None
 
     def __post_init__(self):
         self.validate()
@@ -95,10 +100,25 @@ class SimConfig:
                 raise ValueError(f"SimConfig.{name} must be <= max_road_segments")
         if self.idm_lookahead > self.max_route_points:
             raise ValueError("SimConfig.idm_lookahead must be <= max_route_points")
+        c = self.max_controlled
+        if c is not None and (not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= self.max_agents):
+            raise ValueError(
+                f"SimConfig.max_controlled must be None or an int in 1..max_agents ({self.max_agents}), got {c!r}"
+            )
 
     @property
     def num_cells(self) -> int:
         return self.grid_size * self.grid_size
+
+    @property
+    def num_controlled(self) -> int:
+        """C: length of SimState.ctrl_rows (max_controlled, or max_agents when None)."""
+        return self.max_agents if self.max_controlled is None else self.max_controlled
+
+    @property
+    def rows_only(self) -> bool:
+        """True when step computes events and rewards for the C rows of ctrl_rows only (C < A)."""
+        return self.num_controlled < self.max_agents
 
 
 @struct.dataclass
@@ -164,6 +184,10 @@ class SimState:
     collision_partner: jax.Array  # [A] int32, -1 none (partner of the first collision)
     cond: jax.Array  # [A, COND_DIM] reward condition
     controller: jax.Array  # [A] int32 controller id
+    # [C] int32 agent indices: every non-LOG agent (index order), then LOG agents as padding (all
+    # distinct). With C < A, step checks events and computes rewards for these rows only; set by
+    # reset, and by env.set_controllers when controllers change afterwards.
+    ctrl_rows: jax.Array
     key: jax.Array  # PRNG key driving everything stochastic from here on
 
 
