@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from cp_jax.scenarios.builder import build_scenario
-from cp_jax.sim import conditions, env, reward
+from cp_jax.sim import conditions, env, reward, types
 from tests.worlds import small_config, straight_road
 
 DT = 0.1
@@ -131,4 +131,18 @@ def test_observation_frame_partner_straight_ahead():
     # Padding rows (invalid agents) are all zero.
     assert float(np.abs(np.asarray(obs.ego[5])).sum()) == 0.0 and not bool(obs.road_mask[5].any())
     flat = obs.flat()
-    assert flat.shape == (cfg.max_agents, 7 + 10 + cfg.obs_partners * 9 + cfg.obs_road * 8)
+    assert flat.shape == (cfg.max_agents, 9 + 10 + cfg.obs_partners * 9 + cfg.obs_road * 8)
+    # Previous acceleration / 4 and steering (zero at reset) close the ego block.
+    np.testing.assert_allclose(np.asarray(obs.ego[0, 7:]), [0.0, 0.0])
+
+
+def test_observation_carries_previous_action():
+    """The ego block ends with the previous step's acceleration / 4 and steering (jerk is penalised)."""
+    cfg = small_config()
+    sc = build_scenario(straight_road([(20.0, -2.0, 0.0, 5.0)], goals=[(150.0, -2.0)]), cfg)
+    s = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), cfg)
+    action = jnp.full((cfg.max_agents,), 5 * 13 + 7, jnp.int32)  # accel index 5 (+2.67), steer index 7
+    s, _ = env.step(s, action, sc, types.default_params(), cfg)
+    ego = np.asarray(env.observe(s, sc, cfg).ego[0])
+    accel, steer = types.default_params().accel_grid[5], types.default_params().steer_grid[7]
+    np.testing.assert_allclose(ego[7:], [float(accel) / 4.0, float(steer)], rtol=1e-6)

@@ -1,7 +1,10 @@
 """Ego-centric observations in the BehaviorBench layout.
 
-Ego (7):        goal x, y in the ego frame * 0.005, signed speed / 100, width / 15, length / 30,
-                collision flag, respawn flag (always 0: agents are not respawned).
+Ego (9):        goal x, y in the ego frame * 0.005, signed speed / 100, width / 15, length / 30,
+                collision flag, respawn flag (always 0: agents are not respawned), and (not in
+                BehaviorBench's 7) the previous step's acceleration / 4 and steering angle: the
+                comfort reward penalises jerk, i.e. changes of these, so without them the reward
+                is not a function of what the policy sees.
 Partners (K, 8): nearest alive others within partner_radius, nearest first: relative x, y * 0.02,
                 width / 15, length / 30, relative heading cos, sin, signed speed / 100, type id.
 Road (k, 7):    the k segments nearest the agent's grid cell centre: midpoint x, y * 0.02 in the
@@ -29,6 +32,7 @@ def observe(state: SimState, scenario: Scenario, cfg: SimConfig) -> Obs:
     ids = scenario.cell_road[cells]  # [A, k]
     return _encode(
         xy, yaw, alive, state.speed, scenario.size, scenario.goal, state.first_collision_t <= state.t, state.cond,
+        state.accel, state.steer,
         geometry.take(xy, idx), yaw[idx], state.speed[idx], geometry.take(scenario.size, idx),
         scenario.obj_type[idx], p_mask,
         geometry.take(scenario.road_feat, jnp.maximum(ids, 0)), ids >= 0,
@@ -57,6 +61,7 @@ def observe_agents(
         xy, yaw, alive, state.speed[scene, agent], geometry.take(scenario.size, scene, agent),
         geometry.take(scenario.goal, scene, agent),
         state.first_collision_t[scene, agent] <= state.t[scene], state.cond[scene, agent],
+        state.accel[scene, agent], state.steer[scene, agent],
         geometry.take(state.xy, s_idx, idx), state.yaw[s_idx, idx], state.speed[s_idx, idx],
         geometry.take(scenario.size, s_idx, idx), scenario.obj_type[s_idx, idx], p_mask,
         geometry.take(scenario.road_feat, s_idx, jnp.maximum(ids, 0)), ids >= 0,
@@ -73,7 +78,7 @@ def _nearest(dist, visible, alive, cfg: SimConfig):
     return jnp.isfinite(neg) & alive[:, None], idx
 
 
-def _encode(xy, yaw, alive, speed, size, goal, collided, cond,
+def _encode(xy, yaw, alive, speed, size, goal, collided, cond, accel, steer,
             p_xy, p_yaw, p_speed, p_size, p_type, p_mask, road_feat, road_ok) -> Obs:
     """Ego-frame features and normalisation. Rows [M]; partners [M, K]; road rows [M, k, 6]."""
     goal_local = geometry.to_frame(goal, xy, yaw)
@@ -81,7 +86,7 @@ def _encode(xy, yaw, alive, speed, size, goal, collided, cond,
     ego = jnp.stack(
         [
             goal_local[:, 0] * 0.005, goal_local[:, 1] * 0.005, speed / 100.0,
-            size[:, 1] / 15.0, size[:, 0] / 30.0, collided, jnp.zeros_like(collided),
+            size[:, 1] / 15.0, size[:, 0] / 30.0, collided, jnp.zeros_like(collided), accel / 4.0, steer,
         ],
         -1,
     )

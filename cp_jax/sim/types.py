@@ -36,7 +36,7 @@ COND_FIELDS = (
     "goal_radius", "alpha_coll", "alpha_bnd", "alpha_comfort", "alpha_l_align",
     "alpha_vel_align", "alpha_l_center", "alpha_center_bias", "alpha_reverse", "goal_speed",
 )
-EGO_DIM, PARTNER_DIM, ROAD_DIM = 7, 8, 7
+EGO_DIM, PARTNER_DIM, ROAD_DIM = 9, 8, 7  # ego: BehaviorBench's 7 + previous accel, steer
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +208,7 @@ class StepOut:
 class Obs:
     """Ego-centric observation of every agent (rows of invalid agents are zero)."""
 
-    ego: jax.Array  # [A, 7]
+    ego: jax.Array  # [A, EGO_DIM]: 7 BehaviorBench features + previous accel, steer
     cond: jax.Array  # [A, 10] in [-1, 1]
     partners: jax.Array  # [A, K, 8]
     partner_mask: jax.Array  # [A, K] bool
@@ -216,7 +216,7 @@ class Obs:
     road_mask: jax.Array  # [A, k] bool
 
     def flat(self) -> jax.Array:
-        """[A, 7 + 10 + K*9 + k*8] one vector per agent (features then masks)."""
+        """[A, EGO_DIM + 10 + K*9 + k*8] one vector per agent (features then masks)."""
         a = self.ego.shape[:-1]
         return jnp.concatenate(
             [
