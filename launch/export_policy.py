@@ -1,0 +1,63 @@
+"""Copy a finished training run's policy into a self-describing folder (e.g. assets/anchors/NAME).
+
+    python -m launch.export_policy --workdir=runs/anchor_small --out=assets/anchors/conditioned_small
+
+The folder gets the policy (params.msgpack, net_config.json, sim_config.json), curve.png,
+eval.json, metrics.jsonl and README.md with the exact command, git revision and held-out results
+taken from the run's run_info.json / eval.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+
+from absl import app, flags
+
+flags.DEFINE_string("workdir", None, "a finished launch.train_anchor run")
+flags.DEFINE_string("out", None, "destination folder")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    from cp_jax.policy import saved
+
+    src = os.path.join(FLAGS.workdir, "policy")
+    saved.load(src)  # refuse a broken policy
+    os.makedirs(FLAGS.out, exist_ok=True)
+    for name in saved.FILES:
+        shutil.copy(os.path.join(src, name), FLAGS.out)
+    for name in ("curve.png", "eval.json", "metrics.jsonl", "eval.jsonl", "run_info.json"):
+        if os.path.exists(os.path.join(FLAGS.workdir, name)):
+            shutil.copy(os.path.join(FLAGS.workdir, name), FLAGS.out)
+    with open(os.path.join(FLAGS.workdir, "run_info.json")) as f:
+        info = json.load(f)
+    argv = info["argv"]
+    command = "python -m launch.train_anchor " + " ".join(shlex.quote(a) for a in argv[1:])
+    lines = [f"# {os.path.basename(os.path.normpath(FLAGS.out))}", "",
+             "Made by this project's own command (git revision " + info["git_revision"] + "):", "",
+             "```bash", command, "```", ""]
+    ev_path = os.path.join(FLAGS.workdir, "eval.json")
+    if os.path.exists(ev_path):
+        with open(ev_path) as f:
+            ev = json.load(f)
+        lines += [f"Held-out procedural scenes after {ev['updates']} updates "
+                  f"({ev['agent_steps'] / 1e6:.2f} M controlled agent-steps), greedy actions:", "",
+                  "| style | goal | collision | off-road | timeout | mean speed m/s | agents |",
+                  "|---|---|---|---|---|---|---|"]
+        for style, r in ev["styles"].items():
+            lines.append(f"| {style} | {r['goal']:.3f} | {r['collision']:.3f} | {r['offroad']:.3f} | "
+                         f"{r['timeout']:.3f} | {r['mean_speed']:.2f} | {r['agents']} |")
+        lines.append("")
+    lines += ["Training curve: curve.png (metrics.jsonl holds every logged update). "
+              "Load with `cp_jax.policy.saved.load(folder)`.", ""]
+    with open(os.path.join(FLAGS.out, "README.md"), "w") as f:
+        f.write("\n".join(lines))
+    print(f"exported {src} -> {FLAGS.out}")
+
+
+if __name__ == "__main__":
+    flags.mark_flags_as_required(["workdir", "out"])
+    app.run(main)
