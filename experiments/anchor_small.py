@@ -32,16 +32,16 @@ def get_config() -> ml_collections.ConfigDict:
     c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
     c.ppo = ml_collections.ConfigDict(dict(
         num_envs=32, rollout_steps=45, rollouts_per_scene=4, sample_capacity=0.3, update_epochs=2,
-        num_minibatches=4, lr=1e-3, lr_schedule="linear",
-        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.01,
+        num_minibatches=4, lr=5e-4, lr_schedule="linear",
+        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.03,
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal",
     ))
     c.train = ml_collections.ConfigDict(dict(
-        total_updates=900,  # sets the learning-rate schedule too
+        total_updates=1800,  # sets the learning-rate schedule too
         log_every=5,  # updates between metric lines
         ckpt_every=20,  # updates between checkpoints
         keep=3,  # checkpoints kept
-        eval_every=150,  # updates between held-out evaluations (0: only at the end)
+        eval_every=300,  # updates between held-out evaluations (0: only at the end)
         eval_styles=("normal", "aggressive", "cautious"),
         progress=True,
     ))

@@ -14,5 +14,6 @@ def get_config():
     c = anchor_small.get_config()
     c.ppo.conditioned = False
     c.ppo.fixed_style = "normal"
+    c.ppo.ent_coef = 0.01  # no comfort term here: less entropy pressure needed (run p1 in BUILD_NOTES)
     c.train.eval_styles = ("normal",)
     return c
