@@ -34,3 +34,23 @@ def test_round_trip_and_errors(tmp_path):
     os.remove(tmp_path / "p" / "sim_config.json")
     with pytest.raises(FileNotFoundError, match="sim_config.json"):
         saved.load(str(tmp_path / "p"))
+
+
+@pytest.mark.parametrize("name", ["conditioned_small"])
+def test_shipped_anchor_loads_and_drives(name):
+    from cp_jax.rl import ppo
+    from cp_jax.scenarios.bank import make_bank
+    from cp_jax.sim import conditions, types
+    from tests.worlds import straight_road
+
+    folder = os.path.join(ROOT, "assets", "anchors", name)
+    pol = saved.load(folder)
+    for f in ("README.md", "curve.png", "eval.json"):
+        assert os.path.exists(os.path.join(folder, f)), f
+    sim = small_config(obs_partners=pol.sim.obs_partners, obs_road=pol.sim.obs_road)
+    bank = make_bank([straight_road([(10.0, -2.0, 0.0, 5.0), (40.0, -2.0, 0.0, 5.0)])], sim)
+    r = ppo.evaluate(pol.net, pol.params, bank, conditions.style("normal"), types.default_params(), sim,
+                     jax.random.PRNGKey(0))
+    assert int(r["controlled"].sum()) == 2
+    assert np.all(np.isfinite(np.asarray(r["mean_speed"])))
+    assert float(np.asarray(r["mean_speed"])[0, 0]) > 0.5  # it drives (log speed 5 m/s at start)
