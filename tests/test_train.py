@@ -66,7 +66,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
 def test_bad_config_fails_before_any_work(tmp_path):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
     r = subprocess.run([sys.executable, "-m", "launch.train_anchor", f"--workdir={tmp_path / 'w'}",
-                        "--config.ppo.rollout_steps=7"], cwd=ROOT, env=env, capture_output=True, text=True,
+                        "--config.ppo.sample_capacity=0.0"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=300)
-    assert r.returncode != 0 and "rollout_steps" in r.stderr
+    assert r.returncode != 0 and "sample_capacity" in r.stderr
     assert not (tmp_path / "w").exists()  # nothing generated or written

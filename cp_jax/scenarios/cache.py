@@ -85,10 +85,10 @@ class ScenarioCacheBuilder(tfds.core.GeneratorBasedBuilder):
             yield scene_id, leaves
 
 
-def _builder(out_dir: str, cfg: SimConfig) -> ScenarioCacheBuilder:
+def _builder(out_dir: str, cfg: SimConfig, name: str | None = None) -> ScenarioCacheBuilder:
     sim = dataclasses.asdict(cfg)
     digest = hashlib.sha1(json.dumps(sim, sort_keys=True).encode()).hexdigest()[:8]  # every field counts
-    name = f"a{cfg.max_agents}_s{cfg.max_road_segments}_l{cfg.max_lanes}_t{cfg.log_steps}_{digest}"
+    name = name or f"a{cfg.max_agents}_s{cfg.max_road_segments}_l{cfg.max_lanes}_t{cfg.log_steps}_{digest}"
     config = CacheConfig(name=name, sim=sim)
     return ScenarioCacheBuilder(data_dir=out_dir, config=config, file_format="array_record")
 
@@ -116,7 +116,13 @@ class ScenarioCache(Sequence):
             raise FileNotFoundError(f"{out_dir}: no sim_config.json (not a cache built by launch.build_scenes)")
         with open(path) as f:
             self.cfg = SimConfig(**json.load(f))
-        self._source = _builder(out_dir, self.cfg).as_data_source(split="train")
+        # The dataset folder is named by a hash of every SimConfig field at build time; a cache built
+        # before a field was added to SimConfig (with its default) is found by its folder instead.
+        built = sorted(d for d in os.listdir(os.path.join(out_dir, ScenarioCacheBuilder.name)) if not d.startswith("."))
+        if len(built) != 1:
+            raise FileNotFoundError(f"{out_dir}: expected one dataset folder under {ScenarioCacheBuilder.name}/, "
+                                    f"found {built} (rebuild it with launch.build_scenes)")
+        self._source = _builder(out_dir, self.cfg, built[0]).as_data_source(split="train")
 
     def __len__(self) -> int:
         return len(self._source)
