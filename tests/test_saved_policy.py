@@ -36,7 +36,7 @@ def test_round_trip_and_errors(tmp_path):
         saved.load(str(tmp_path / "p"))
 
 
-@pytest.mark.parametrize("name", ["conditioned_small"])
+@pytest.mark.parametrize("name", ["conditioned_small", "ppo_small"])
 def test_shipped_anchor_loads_and_drives(name):
     from cp_jax.rl import ppo
     from cp_jax.scenarios.bank import make_bank
