@@ -16,7 +16,7 @@ def test_quickstart_runs_and_writes_outputs(tmp_path):
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     metrics = json.loads((out / "metrics.json").read_text())
-    assert set(metrics["controllers"]) == {"log", "policy"}
+    assert set(metrics["controllers"]) == {"log", "policy", "anchor"}  # the shipped anchor is evaluated too
     for rates in metrics["controllers"].values():
         total = sum(rates[k] for k in ("goal", "collision", "offroad", "timeout"))
         assert abs(total - 1.0) < 1e-5
