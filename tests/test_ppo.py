@@ -71,6 +71,7 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
         (dict(sample_capacity=0.0), "sample_capacity"),
         (dict(num_minibatches=10_000), "num_minibatches"),
         (dict(rollouts_per_scene=0), "rollouts_per_scene"),
+        (dict(goal_radius_range=(3.0, 2.0)), "goal_radius_range"),
         (dict(lr_schedule="step"), "lr_schedule"),
         (dict(gamma=1.5), "gamma"),
         (dict(num_envs=0), "num_envs"),
@@ -177,3 +178,10 @@ def test_lstm_policy_trains_and_evaluates():
     r = ppo.evaluate(net, runner.params, bank, conditions.style("normal"), types.default_params(), SIM,
                      jax.random.PRNGKey(0))
     assert int(r["controlled"].sum()) == 4
+
+
+def test_sampled_goal_radius_range():
+    cond = ppo.sample_conditions(jax.random.PRNGKey(0), (64, 4), _cfg(goal_radius_range=(2.0, 3.0)))
+    radius = np.asarray(cond[..., 0])
+    assert radius.min() >= 2.0 and radius.max() <= 3.0 and radius.std() > 0.1
+    assert np.asarray(cond[..., 9]).max() > 10.0  # the other fields keep their DESIGN ranges

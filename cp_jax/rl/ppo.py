@@ -64,6 +64,7 @@ class PPOConfig:
     adv_filter_frac: float = 0.01
     adv_filter_beta: float = 0.25
     conditioned: bool = True  # False: the non-conditioned baseline (fixed reward, fixed style)
+    goal_radius_range: tuple[float, float] = (2.0, 12.0)  # sampled goal radius (DESIGN: U(2, 12) m)
     fixed_style: str = "normal"  # every agent's condition when not conditioned
 
     def validate(self, sim: SimConfig) -> None:
@@ -89,6 +90,10 @@ class PPOConfig:
         if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
             raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
         conditions.style(self.fixed_style)  # raises for an unknown style
+        low, high = self.goal_radius_range
+        if not 0.0 < low <= high:
+            raise ValueError(f"PPOConfig.goal_radius_range must be (low, high) with 0 < low <= high, got "
+                             f"{self.goal_radius_range}")
 
     def capacity(self, sim: SimConfig) -> int:
         """Samples per update: sample_capacity x T x B x A, rounded down to whole minibatches."""
@@ -141,8 +146,13 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 
 def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) -> jax.Array:
     """Conditions [*shape, COND_DIM]: sampled per agent (conditioned) or the fixed style."""
-    if cfg.conditioned:
+    if cfg.conditioned and cfg.goal_radius_range == (2.0, 12.0):  # DESIGN's ranges: the shipped runs' stream
         return conditions.sample(key, shape)
+    if cfg.conditioned:
+        k_cond, k_radius = jax.random.split(key)
+        cond = conditions.sample(k_cond, shape)
+        low, high = cfg.goal_radius_range
+        return cond.at[..., 0].set(jax.random.uniform(k_radius, shape, minval=low, maxval=high))
     return jnp.broadcast_to(conditions.style(cfg.fixed_style), (*shape, types.COND_DIM))
 
 
