@@ -32,3 +32,15 @@ def test_quickstart_rejects_unknown_controller(tmp_path):
     res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode != 0 and "config.controllers" in res.stderr
+
+
+def test_evaluate_policy_prints_rates(tmp_path):
+    cmd = [sys.executable, "-m", "launch.evaluate_policy", "--policy=assets/anchors/ppo_small", "--scenes=1",
+           "--agents=3", f"--cache_dir={tmp_path}", "--styles=normal,aggressive"]
+    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    for rates in out["styles"].values():
+        assert abs(sum(rates[k] for k in ("goal", "collision", "offroad", "timeout")) - 1.0) < 1e-3
+        assert rates["agents"] >= 1
