@@ -25,7 +25,6 @@ FLAGS = flags.FLAGS
 
 def main(_):
     import jax
-    import numpy as np
 
     from cp_jax.policy import saved
     from cp_jax.rl import ppo
@@ -38,13 +37,9 @@ def main(_):
     _, bank = bank_lib.cached_procedural_bank(FLAGS.cache_dir, FLAGS.scenes, FLAGS.seed, FLAGS.agents, pol.sim)
     results = {}
     for style in FLAGS.styles:
-        r = jax.device_get(ppo.evaluate(pol.net, pol.params, bank, conditions.style(style), types.default_params(),
-                                        pol.sim, jax.random.PRNGKey(0), greedy=not FLAGS.sampled))
-        ctrl = np.asarray(r["controlled"])
-        n = max(int(ctrl.sum()), 1)
-        results[style] = {k: round(float(r[k].sum() / n), 3) for k in ("goal", "collision", "offroad", "timeout")}
-        results[style]["mean_speed"] = round(float(r["mean_speed"][ctrl].mean()), 3)
-        results[style]["agents"] = n
+        r = ppo.summarise(ppo.evaluate(pol.net, pol.params, bank, conditions.style(style), types.default_params(),
+                                       pol.sim, jax.random.PRNGKey(0), greedy=not FLAGS.sampled))
+        results[style] = {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
     print(json.dumps(dict(policy=FLAGS.policy, sampled=FLAGS.sampled, styles=results)))
 
 

@@ -103,10 +103,7 @@ def main(_):
         abank = bank_lib.make_bank(raws, acfg)
         t1 = time.perf_counter()
         key = jax.random.PRNGKey(config.seed)
-        r = jax.device_get(ppo.evaluate(pol.net, pol.params, abank, cond, params, acfg, key))
-        ctrl = r["controlled"]
-        rates = {k: float(r[k].sum() / max(ctrl.sum(), 1)) for k in ("goal", "collision", "offroad", "timeout")}
-        rates["mean_speed"] = float(r["mean_speed"][ctrl].mean())
+        rates = ppo.summarise(ppo.evaluate(pol.net, pol.params, abank, cond, params, acfg, key))
         results["anchor"] = dict(rates, path=config.anchor)
         print(f"{'anchor':>10} | {rates['goal']:.3f}  {rates['collision']:.3f}     {rates['offroad']:.3f}   "
               f"{rates['timeout']:.3f}   | ({config.anchor}, greedy, {time.perf_counter() - t1:.1f}s incl. compile)")

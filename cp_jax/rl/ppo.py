@@ -30,6 +30,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -418,6 +419,18 @@ def evaluate(
     final, controlled, speed = run(net_params, bank, jnp.asarray(cond, jnp.float32), params, jax.random.split(key, n))
     out = {k: v & controlled for k, v in metrics.outcomes(final).items()}
     return dict(out, controlled=controlled, mean_speed=speed)
+
+
+def summarise(result: dict[str, jax.Array]) -> dict[str, float]:
+    """evaluate()'s per-agent masks -> outcome rates over the controlled agents, their mean speed
+    and how many there were (plain floats / int)."""
+    result = jax.device_get(result)
+    ctrl = np.asarray(result["controlled"])
+    n = max(int(ctrl.sum()), 1)
+    out = {k: float(np.asarray(result[k]).sum() / n) for k in metrics.OUTCOMES}
+    out["mean_speed"] = float(np.asarray(result["mean_speed"])[ctrl].mean()) if ctrl.any() else 0.0
+    out["agents"] = int(ctrl.sum())
+    return out
 
 
 @functools.lru_cache(maxsize=16)

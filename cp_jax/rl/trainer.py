@@ -102,13 +102,8 @@ def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict
     """Greedy self-play on the held-out bank under each named style: outcome rates and mean speed."""
     out = {}
     for name in styles:
-        r = ppo.evaluate(net, params, bank, conditions.style(name), types.default_params(), sim,
-                         jax.random.PRNGKey(seed))
-        ctrl = np.asarray(r["controlled"])
-        n = max(int(ctrl.sum()), 1)
-        out[name] = {k: float(np.asarray(r[k]).sum() / n) for k in ("goal", "collision", "offroad", "timeout")}
-        out[name]["mean_speed"] = float(np.asarray(r["mean_speed"])[ctrl].mean()) if ctrl.any() else 0.0
-        out[name]["agents"] = int(ctrl.sum())
+        out[name] = ppo.summarise(ppo.evaluate(net, params, bank, conditions.style(name), types.default_params(), sim,
+                                               jax.random.PRNGKey(seed)))
     return out
 
 
