@@ -133,3 +133,24 @@ def test_inverse_reproduces_a_logged_trajectory():
         err = max(err, float(jnp.max(jnp.linalg.norm(xy - log_xy[:, k + 1], axis=-1))))
     print("discrete closed-loop max error", err)
     assert err < 1.5
+
+
+def test_actuator_direct_limit_and_inverse_round_trip():
+    rng = np.random.default_rng(0)
+    a_cmd, u_cmd = jnp.asarray(rng.uniform(-4, 4, 50)), jnp.asarray(rng.uniform(-1, 1, 50))
+    a0, u0 = jnp.asarray(rng.uniform(-4, 4, 50)), jnp.asarray(rng.uniform(-1, 1, 50))
+    v, length = jnp.asarray(rng.uniform(0, 25, 50)), jnp.asarray(rng.uniform(3, 6, 50))
+    # lag 1, no lateral limit: the command itself.
+    a, u, delta = dynamics.actuate(a_cmd, u_cmd, a0, u0, v, length, 0.6, 1.0, jnp.inf, 1.0)
+    np.testing.assert_allclose(a, a_cmd, atol=1e-5)
+    np.testing.assert_allclose(delta, u_cmd, atol=1e-5)
+    # Default-like actuator: inverse_actuate recovers the commands.
+    a, u, delta = dynamics.actuate(a_cmd, u_cmd, a0, u0, v, length, 0.6, 0.3, 8.0, 1.0)
+    np.testing.assert_allclose(a, a0 + 0.3 * (a_cmd - a0), rtol=1e-5)
+    a_back, u_back = dynamics.inverse_actuate(a, delta, a0, u0, v, length, 0.6, 0.3, 8.0, 1.0)
+    np.testing.assert_allclose(a_back, a_cmd, atol=1e-4)
+    np.testing.assert_allclose(u_back, u_cmd, atol=1e-4)
+    # Full lock at speed: lateral acceleration v^2 tan(delta) / L is the limit.
+    full = dynamics.steer_scale(jnp.array([20.0]), jnp.array([4.5]), 0.6, 8.0, 1.0)
+    assert float(400.0 * jnp.tan(full[0]) / 2.7) == pytest.approx(8.0, rel=1e-4)
+    assert float(dynamics.steer_scale(jnp.array([1.0]), jnp.array([4.5]), 0.6, 8.0, 1.0)[0]) == 1.0

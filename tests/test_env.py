@@ -220,7 +220,8 @@ def test_continuous_actions():
     cfg = small_config(discrete_actions=False)
     sc, s0 = _reset(straight_road([(10, -2, 0, 5.0)], goals=[(190, -2)]), cfg=cfg)
     policy = lambda p, obs, s, k: jnp.tile(jnp.array([[2.0, 0.0]]), (cfg.max_agents, 1))  # noqa: E731
-    fs, _ = roll(policy, None, s0, sc, PARAMS, cfg, 10)
+    direct = types.default_params(actuator_lag=1.0, max_lat_accel=float("inf"))  # the command, unfiltered
+    fs, _ = roll(policy, None, s0, sc, direct, cfg, 10)
     np.testing.assert_allclose(float(fs.speed[0]), 5.0 + 2.0 * 1.0, atol=1e-4)
     np.testing.assert_allclose(float(fs.xy[0, 0]), 10 + 5.0 * 1.0 + 0.5 * 2.0 * 1.0, atol=1e-3)
 
@@ -333,3 +334,26 @@ def test_rollout_rows_matches_rollout_and_keeps_unlisted_agents_going():
         np.testing.assert_allclose(np.asarray(s.xy), np.asarray(final.xy[b]), atol=1e-5)
     # Unlisted policy agents kept their speed (zero acceleration).
     np.testing.assert_allclose(float(final.speed[0, 2]), 8.0, atol=1e-4)
+
+
+def test_actuator_lags_the_command_and_small_changes_are_not_jerks():
+    """Default actuator: a one-grid-step change of command is a jerk of 4 m/s^3 (under the comfort
+    threshold of 5), a jump of three steps is not; the steering at 15 m/s is scaled so that holding
+    full lock settles at the 8 m/s^2 lateral limit, not the ~45 m/s^2 an unscaled 1 rad gives."""
+    sc, s0 = _reset(straight_road([(20, -2, 0, 15.0)], goals=[(400, -2)], length=500))
+    one_up = jnp.full((CFG.max_agents,), 4 * 13 + 6, jnp.int32)  # accel +1.33, steer 0
+    s1, _ = env.step(s0, one_up, sc, PARAMS, CFG)
+    assert float(s1.accel[0]) == pytest.approx(0.3 * 4.0 / 3.0, rel=1e-5)
+    assert abs(float(s1.accel[0] - s0.accel[0])) / 0.1 <= 5.0
+    three_up = jnp.full((CFG.max_agents,), 6 * 13 + 6, jnp.int32)  # accel +4 from 0
+    s3, _ = env.step(s0, three_up, sc, PARAMS, CFG)
+    assert abs(float(s3.accel[0] - s0.accel[0])) / 0.1 > 5.0
+    # Full left lock held: lateral acceleration rises smoothly and settles near the limit.
+    lock = const_policy(3 * 13 + 12)  # accel 0, steer +1
+    _, tr = roll(lock, None, s0, sc, PARAMS, CFG, 12)
+    lat = np.asarray(tr.state.lat_accel[:, 0])
+    assert bool(tr.state.alive[-1, 0]) and 7.0 < lat[-1] < 8.5  # (it leaves the road soon after)
+    assert np.max(np.abs(np.diff(lat))) / 0.1 < 40.0  # vs a 45 m/s^2 step with the direct bicycle
+    direct = types.default_params(actuator_lag=1.0, max_lat_accel=float("inf"))
+    _, tr_d = roll(lock, None, s0, sc, direct, CFG, 2)
+    assert float(tr_d.state.lat_accel[1, 0]) > 30.0  # (trajectory states are pre-step)

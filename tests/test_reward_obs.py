@@ -137,12 +137,14 @@ def test_observation_frame_partner_straight_ahead():
 
 
 def test_observation_carries_previous_action():
-    """The ego block ends with the previous step's acceleration / 4 and steering (jerk is penalised)."""
+    """The ego block ends with the actuator's acceleration / 4 and steering position (jerk is penalised)."""
     cfg = small_config()
     sc = build_scenario(straight_road([(20.0, -2.0, 0.0, 5.0)], goals=[(150.0, -2.0)]), cfg)
     s = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), cfg)
     action = jnp.full((cfg.max_agents,), 5 * 13 + 7, jnp.int32)  # accel index 5 (+2.67), steer index 7
     s, _ = env.step(s, action, sc, types.default_params(), cfg)
     ego = np.asarray(env.observe(s, sc, cfg).ego[0])
-    accel, steer = types.default_params().accel_grid[5], types.default_params().steer_grid[7]
-    np.testing.assert_allclose(ego[7:], [float(accel) / 4.0, float(steer)], rtol=1e-6)
+    p = types.default_params()
+    accel, steer = p.accel_grid[5], p.steer_grid[7]  # commands; the actuator moved 0.3 of the way
+    lag = float(p.actuator_lag)
+    np.testing.assert_allclose(ego[7:], [lag * float(accel) / 4.0, lag * float(steer)], rtol=1e-5)

@@ -7,6 +7,14 @@ Forward model (reference point at the centre of the box, wheelbase L = frac * le
     yaw1 = yaw0 + vm cos(beta) tan(delta) / L * dt
     xy1  = xy0 + vm dt (cos(yaw0 + beta), sin(yaw0 + beta))
 The inverse recovers (a, delta) in closed form from two consecutive poses and speeds.
+
+Actuator (between the action and the bicycle; `actuate` / `inverse_actuate`): commands are
+targets that the car follows with a first-order lag, and the steering command is scaled down at
+speed so that full lock gives at most `max_lat_accel`:
+    a1   = a0 + lag (a_cmd - a0)                       actual acceleration
+    u1   = u0 + lag (u_cmd - u0)                       steering position, in command units
+    delta = u1 * min(1, atan(max_lat_accel L / v0^2) / steer_max)
+With lag 1 and max_lat_accel inf this is the classic bicycle driven directly by the command.
 """
 
 from __future__ import annotations
@@ -44,6 +52,31 @@ def bicycle_step(xy, yaw, speed, accel, steer, length, wheelbase_frac, max_speed
     heading = yaw + beta
     xy1 = xy + (vm * dt)[:, None] * jnp.stack([jnp.cos(heading), jnp.sin(heading)], -1)
     return xy1, yaw1, v1
+
+
+def steer_scale(speed, length, wheelbase_frac, max_lat_accel, steer_max):
+    """Factor [A] in (0, 1] from steering command units to road-wheel angle at this speed."""
+    wheelbase = jnp.maximum(wheelbase_frac * length, 0.5)
+    limit = jnp.arctan(max_lat_accel * wheelbase / jnp.maximum(speed * speed, 1e-6))
+    return jnp.minimum(1.0, limit / steer_max)
+
+
+def actuate(accel_cmd, steer_cmd, accel0, steer0, speed, length, wheelbase_frac, lag, max_lat_accel, steer_max):
+    """Commands -> (accel [A], steer position [A] in command units, road-wheel angle [A] rad).
+
+    accel0 / steer0 are the previous step's actual acceleration and steering position.
+    """
+    accel = accel0 + lag * (accel_cmd - accel0)
+    steer = steer0 + lag * (steer_cmd - steer0)
+    delta = steer * steer_scale(speed, length, wheelbase_frac, max_lat_accel, steer_max)
+    return accel, steer, delta
+
+
+def inverse_actuate(accel, delta, accel0, steer0, speed, length, wheelbase_frac, lag, max_lat_accel, steer_max):
+    """Commands (accel_cmd, steer_cmd) [...] that make `actuate` produce (accel, delta) from the
+    previous (accel0, steer0) at this speed (unclipped: they may lie outside the action grid)."""
+    steer = delta / steer_scale(speed, length, wheelbase_frac, max_lat_accel, steer_max)
+    return accel0 + (accel - accel0) / lag, steer0 + (steer - steer0) / lag
 
 
 def inverse_bicycle(yaw0, speed0, yaw1, speed1, length, wheelbase_frac, dt, max_steer=1.0):

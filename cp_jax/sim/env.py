@@ -151,8 +151,12 @@ def step(
 
     # Candidate next poses from every controller, selected per agent.
     length = scenario.size[:, 0]
+    accel_act, steer_act, delta = dynamics.actuate(
+        accel_cmd, steer_cmd, state.accel, state.steer, state.speed, length, params.wheelbase_frac,
+        params.actuator_lag, params.max_lat_accel, params.steer_grid[-1],
+    )
     b_xy, b_yaw, b_v = dynamics.bicycle_step(
-        state.xy, state.yaw, state.speed, accel_cmd, steer_cmd, length,
+        state.xy, state.yaw, state.speed, accel_act, delta, length,
         params.wheelbase_frac, params.max_speed, params.max_reverse, cfg.dt,
     )
     l_xy, l_yaw, l_v, l_valid = controllers.log_replay(scenario, t_log)
@@ -184,7 +188,7 @@ def step(
     # Events and reward: for every agent, or (cfg.rows_only) for the rows of state.ctrl_rows.
     goal_dist = jnp.linalg.norm(xy - scenario.goal, axis=-1)
     at_goal = alive & (goal_dist < state.cond[:, 0]) & (jnp.abs(speed) <= state.cond[:, 9])
-    accel = jnp.where(is_policy, accel_cmd, (speed - state.speed) / cfg.dt)
+    accel = jnp.where(is_policy, accel_act, (speed - state.speed) / cfg.dt)
     lat_accel = speed * dynamics.wrap_angle(yaw - state.yaw) / cfg.dt
     first_goal = at_goal & (state.goal_t == INF_T)  # the goal bonus is paid once
     kin = dict(
@@ -218,7 +222,7 @@ def step(
         yaw=yaw,
         speed=speed,
         accel=accel,
-        steer=jnp.where(is_policy, steer_cmd, 0.0),
+        steer=jnp.where(is_policy, steer_act, 0.0),
         lat_accel=lat_accel,
         route_s=route_s,
         alive=alive & ~removed_now,

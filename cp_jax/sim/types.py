@@ -172,8 +172,8 @@ class SimState:
     xy: jax.Array  # [A, 2]
     yaw: jax.Array  # [A]
     speed: jax.Array  # [A] signed, along the heading
-    accel: jax.Array  # [A] last longitudinal acceleration
-    steer: jax.Array  # [A] last steering angle
+    accel: jax.Array  # [A] last longitudinal acceleration (policy agents: the actuator's)
+    steer: jax.Array  # [A] policy agents' steering position in command units (dynamics.actuate), else 0
     lat_accel: jax.Array  # [A] last lateral acceleration (for jerk)
     route_s: jax.Array  # [A] arc length along the route (IDM)
     alive: jax.Array  # [A] bool: in the world now
@@ -252,7 +252,11 @@ class SimParams:
     max_speed: jax.Array  # m/s, forward limit
     max_reverse: jax.Array  # m/s, reverse limit (positive)
     accel_grid: jax.Array  # [7] discrete accelerations m/s^2
-    steer_grid: jax.Array  # [13] discrete steering angles rad
+    steer_grid: jax.Array  # [13] discrete steering commands (rad at low speed)
+    # Actuator (dynamics.actuate): first-order lag of accel and steering towards the command
+    # (1 = immediate), and the lateral acceleration that full steering lock reaches at speed.
+    actuator_lag: jax.Array
+    max_lat_accel: jax.Array  # m/s^2 (inf: steering is never scaled down)
 
 
 def default_idm(**overrides) -> IDMParams:
@@ -270,8 +274,17 @@ def _grid(limit: float, n: int) -> jax.Array:
     return jnp.asarray(np.where(np.abs(values) < 1e-9, 0.0, values), jnp.float32)
 
 
-def default_params(num_accel: int = 7, num_steer: int = 13, **idm_overrides) -> SimParams:
-    """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad."""
+def default_params(
+    num_accel: int = 7, num_steer: int = 13, actuator_lag: float = 0.3, max_lat_accel: float = 8.0, **idm_overrides
+) -> SimParams:
+    """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad; the
+    actuator follows commands with lag 0.3 per step and full lock reaches at most 8 m/s^2 lateral
+    (`actuator_lag=1, max_lat_accel=inf`: the classic bicycle driven directly by the command).
+
+    Why the actuator: the comfort term penalises |jerk| > 5 m/s^3, and with direct commands on
+    this grid every change of action is such a jerk (1.33 m/s^2 or 1/6 rad in 0.1 s). With lag 0.3
+    a change of one grid step is a jerk of 4 m/s^3 (both axes), two or more steps still count.
+    """
     return SimParams(
         idm=default_idm(**idm_overrides),
         wheelbase_frac=jnp.asarray(0.6, jnp.float32),
@@ -279,4 +292,6 @@ def default_params(num_accel: int = 7, num_steer: int = 13, **idm_overrides) -> 
         max_reverse=jnp.asarray(5.0, jnp.float32),
         accel_grid=_grid(4.0, num_accel),
         steer_grid=_grid(1.0, num_steer),
+        actuator_lag=jnp.asarray(actuator_lag, jnp.float32),
+        max_lat_accel=jnp.asarray(max_lat_accel, jnp.float32),
     )
