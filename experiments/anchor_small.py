@@ -35,6 +35,7 @@ def get_config() -> ml_collections.ConfigDict:
         num_minibatches=4, lr=5e-4, lr_schedule="linear",
         max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.03,
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
+        style_frac=0.0,  # share of agents given one of the five named styles instead of a uniform sample
     ))
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1800,  # sets the learning-rate schedule too

@@ -185,3 +185,15 @@ def test_sampled_goal_radius_range():
     radius = np.asarray(cond[..., 0])
     assert radius.min() >= 2.0 and radius.max() <= 3.0 and radius.std() > 0.1
     assert np.asarray(cond[..., 9]).max() > 10.0  # the other fields keep their DESIGN ranges
+
+
+def test_style_frac_mixes_named_styles_into_sampled_conditions():
+    styles = np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES])
+    cond = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(1), (64, 8), _cfg(style_frac=0.5)))
+    named = np.any(np.all(np.isclose(cond[..., None, :], styles), -1), -1)
+    assert 0.35 < named.mean() < 0.65  # the rest are uniform samples, never exactly a style
+    assert set(np.unique(cond[named][:, 0])) == {2.0}  # named styles use the evaluation radius
+    everyone = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(1), (16, 4), _cfg(style_frac=1.0)))
+    assert np.all(np.any(np.all(np.isclose(everyone[..., None, :], styles), -1), -1))
+    with pytest.raises(ValueError, match="style_frac"):
+        _cfg(style_frac=1.5).validate(SIM)

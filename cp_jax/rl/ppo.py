@@ -66,6 +66,9 @@ class PPOConfig:
     adv_filter_beta: float = 0.25
     conditioned: bool = True  # False: the non-conditioned baseline (fixed reward, fixed style)
     goal_radius_range: tuple[float, float] = (2.0, 12.0)  # sampled goal radius (DESIGN: U(2, 12) m)
+    # Share of agents whose episode condition is one of the five named retry styles (2 m evaluation
+    # goal radius) instead of a uniform sample (0: DESIGN's uniform sampling only).
+    style_frac: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
 
     def validate(self, sim: SimConfig) -> None:
@@ -91,6 +94,8 @@ class PPOConfig:
         if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
             raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
         conditions.style(self.fixed_style)  # raises for an unknown style
+        if not 0.0 <= self.style_frac <= 1.0:
+            raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         low, high = self.goal_radius_range
         if not 0.0 < low <= high:
             raise ValueError(f"PPOConfig.goal_radius_range must be (low, high) with 0 < low <= high, got "
@@ -146,7 +151,15 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 
 
 def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) -> jax.Array:
-    """Conditions [*shape, COND_DIM]: sampled per agent (conditioned) or the fixed style."""
+    """Conditions [*shape, COND_DIM]: sampled per agent (conditioned) or the fixed style; with
+    cfg.style_frac > 0 that share of agents gets one of the five retry styles instead."""
+    if cfg.conditioned and cfg.style_frac > 0.0:
+        key, k_use, k_which = jax.random.split(key, 3)
+        styles = jnp.asarray(np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES]))
+        named = styles[jax.random.randint(k_which, shape, 0, len(conditions.RETRY_STYLES))]
+        use = jax.random.uniform(k_use, shape) < cfg.style_frac
+        sampled = sample_conditions(key, shape, dataclasses.replace(cfg, style_frac=0.0))
+        return jnp.where(use[..., None], named, sampled)
     if cfg.conditioned and cfg.goal_radius_range == (2.0, 12.0):  # DESIGN's ranges: the shipped runs' stream
         return conditions.sample(key, shape)
     if cfg.conditioned:
