@@ -37,7 +37,7 @@ class Setup(NamedTuple):
     net: networks.NetConfig
 
 
-def _fields(cls, section, name: str) -> dict[str, Any]:
+def config_fields(cls, section, name: str) -> dict[str, Any]:
     """A config section as keyword arguments of a dataclass; unknown keys raise, naming them."""
     values = section.to_dict() if hasattr(section, "to_dict") else dict(section)
     known = {f.name for f in dataclasses.fields(cls)}
@@ -49,18 +49,18 @@ def _fields(cls, section, name: str) -> dict[str, Any]:
 
 def resolve(config) -> Setup:
     """Static configs from an experiment ConfigDict; raises ValueError naming the bad field."""
-    sim = types.SimConfig(**_fields(types.SimConfig, config.sim, "sim"))
+    sim = types.SimConfig(**config_fields(types.SimConfig, config.sim, "sim"))
     presets = {"small": networks.small, "large": networks.large}
     if config.net.preset not in presets:
         raise ValueError(f"config.net.preset: unknown {config.net.preset!r}; known: {sorted(presets)}")
     net = dataclasses.replace(presets[config.net.preset](),
-                              **_fields(networks.NetConfig, config.net.overrides, "net.overrides"))
+                              **config_fields(networks.NetConfig, config.net.overrides, "net.overrides"))
     if not config.ppo.conditioned:
         net = dataclasses.replace(net, condition=False)
     net.validate()
     if "total_updates" in config.ppo:
         raise ValueError("config.ppo.total_updates: set config.train.total_updates (it also sets the schedule)")
-    ppo_cfg = ppo.PPOConfig(**_fields(ppo.PPOConfig, config.ppo, "ppo"), total_updates=config.train.total_updates)
+    ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"), total_updates=config.train.total_updates)
     ppo_cfg.validate(sim)
     for style in config.train.eval_styles:
         conditions.style(style)

@@ -30,7 +30,8 @@ CONTROLLER_COLOR = {
 }
 
 
-def _corners(xy, yaw, size):
+def corners(xy, yaw, size):
+    """[4, 2] corners of one box (numpy)."""
     c, s = np.cos(yaw), np.sin(yaw)
     hl, hw = 0.5 * size[0], 0.5 * size[1]
     local = np.array([[hl, hw], [hl, -hw], [-hl, -hw], [-hl, hw]])
@@ -47,17 +48,10 @@ def render(
 ) -> str:
     """Draw road segments, agents as boxes (coloured by controller), goals as stars, and
     optional per-agent paths [A, N, 2]. Without a state, agents are drawn at log frame 0."""
-    sc = _numpy(scenario)
+    sc = to_numpy(scenario)
     fig, ax = plt.subplots(figsize=(8, 8), dpi=110)
     valid = sc["road_valid"]
-    for kind, style in ROAD_STYLE.items():
-        m = valid & (sc["road_type"] == kind)
-        if m.any():
-            a, b = sc["road_xy0"][m], sc["road_xy1"][m]
-            segs = np.stack([a, b], 1)
-            ax.add_collection(
-                LineCollection(segs, colors=style["color"], linewidths=style["lw"], linestyles=style["ls"])
-            )
+    draw_road(ax, sc)
     if show_lights_t is not None and sc["tl_state"].any():
         t = min(show_lights_t, sc["tl_state"].shape[1] - 1)
         colour = {types.TL_STOP: "red", types.TL_CAUTION: "orange", types.TL_GO: "green"}
@@ -80,7 +74,7 @@ def render(
             ax.plot(paths[i, :, 0], paths[i, :, 1], "-", color=colour, lw=0.8, alpha=0.7)
         if alive[i]:
             ax.add_patch(
-                Polygon(_corners(xy[i], yaw[i], sc["size"][i]), closed=True, fc=colour, ec="black", lw=0.5, alpha=0.85)
+                Polygon(corners(xy[i], yaw[i], sc["size"][i]), closed=True, fc=colour, ec="black", lw=0.5, alpha=0.85)
             )
         if sc["controllable"][i] and np.linalg.norm(sc["goal"][i] - sc["log_xy"][i, 0]) > 0.1:
             ax.plot(*sc["goal"][i], "*", color=colour, ms=7, mec="black", mew=0.3)
@@ -97,5 +91,17 @@ def render(
     return path
 
 
-def _numpy(scenario):
+def draw_road(ax, sc: dict) -> None:
+    """Road segments of a numpy scenario dict (`to_numpy`) onto matplotlib axes, styled by type."""
+    valid = sc["road_valid"]
+    for kind, style in ROAD_STYLE.items():
+        m = valid & (sc["road_type"] == kind)
+        if m.any():
+            segs = np.stack([sc["road_xy0"][m], sc["road_xy1"][m]], 1)
+            ax.add_collection(
+                LineCollection(segs, colors=style["color"], linewidths=style["lw"], linestyles=style["ls"])
+            )
+
+
+def to_numpy(scenario):
     return {k: np.asarray(v) for k, v in scenario.__dict__.items()}

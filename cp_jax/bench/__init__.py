@@ -1,0 +1,1 @@
+"""Benchmark: episodes under traffic regimes, per-episode metrics, at-fault classifier, score, tables."""

@@ -1,0 +1,149 @@
+"""Benchmark results: per-episode records -> summary records and the paper-shaped tables.
+
+An episode record is a flat dict: policy, split, regime, ego_style, seed, scene_id, ego, and the
+metrics of `cp_jax.bench.metrics.episode_metrics` (goal, timeout, collision, at_fault, non_at_fault,
+offroad, comfort, lane_align, lane_center, clean, score) plus ego_controlled. Episodes whose ego
+could not be controlled (it starts overlapping another object or inside its goal radius; it would
+replay its log) are excluded from every rate and counted in `n_excluded`.
+
+Summary record, one per policy x split x regime x ego style (`summarise`): score and score_std
+(0-100; the mean over pairs per seed, then mean and standard deviation over seeds), goal, timeout,
+collision, at_fault, non_at_fault, offroad (fractions over all episodes of all seeds), comfort,
+lane_align, lane_center, n_pairs, seeds, n_excluded.
+
+Tables (Markdown):
+- I: score +- std per regime and their mean, one block per split, one row per policy;
+- III: the reference policy's (the first) outcome distribution (completed / timeout / at-fault /
+  non-at-fault / off-road) and, for every other policy, the share of the reference's completed
+  episodes it retains and the share of each reference failure kind it repairs (completes), matched
+  episode by episode on (split, regime, ego style, seed, scene, ego);
+- IV: score and at-fault rate per ego style (mean over regimes), per split.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import json
+from collections.abc import Iterable
+
+import numpy as np
+
+RATES = ("goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad")
+SUBSCORES = ("comfort", "lane_align", "lane_center")
+SUMMARY_KEYS = ("policy", "split", "regime", "ego_style", "score", "score_std", *RATES, *SUBSCORES,
+                "n_pairs", "seeds", "n_excluded")
+FAILURES = ("timeout", "at_fault", "non_at_fault", "offroad")
+
+
+def _group(records: Iterable[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    out = collections.defaultdict(list)
+    for r in records:
+        out[tuple(r[k] for k in keys)].append(r)
+    return out
+
+
+def summarise(records: list[dict]) -> list[dict]:
+    """One summary record per (policy, split, regime, ego_style), in first-seen order."""
+    out = []
+    for (policy, split, regime, style), rs in _group(records, ("policy", "split", "regime", "ego_style")).items():
+        kept = [r for r in rs if r["ego_controlled"]]
+        by_seed = _group(kept, ("seed",))
+        seed_scores = [np.mean([r["score"] for r in v]) for v in by_seed.values()]
+        row = dict(policy=policy, split=split, regime=regime, ego_style=style,
+                   score=float(np.mean(seed_scores)) if seed_scores else float("nan"),
+                   score_std=float(np.std(seed_scores)) if seed_scores else float("nan"))
+        for k in (*RATES, *SUBSCORES):
+            row[k] = float(np.mean([float(r[k]) for r in kept])) if kept else float("nan")
+        row["n_pairs"] = len({(r["scene_id"], r["ego"]) for r in kept})
+        row["seeds"] = sorted(int(s[0]) for s in by_seed)
+        row["n_excluded"] = len(rs) - len(kept)
+        out.append(row)
+    return out
+
+
+def write_summary(summary: list[dict], json_path: str, csv_path: str) -> None:
+    with open(json_path, "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(csv_path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(SUMMARY_KEYS)
+        for row in summary:
+            w.writerow([" ".join(map(str, row[k])) if k == "seeds" else row[k] for k in SUMMARY_KEYS])
+
+
+def _pm(mean: float, std: float) -> str:
+    return f"{mean:.2f} ± {std:.2f}"
+
+
+def table_i(records: list[dict], regimes: list[str], ego_style: str = "normal") -> str:
+    """Score ± std over seeds per regime and the mean over regimes; one block per split."""
+    from cp_jax.bench.episodes import REGIME_LABELS
+
+    kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
+    lines = [f"**Table I** — score (0–100) ± std over seeds, ego style {ego_style}"]
+    for split, rs in _group(kept, ("split",)).items():
+        head = ["policy", *[REGIME_LABELS.get(g, g) for g in regimes], "mean"]
+        lines += ["", f"*{split[0]}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for (policy,), prs in _group(rs, ("policy",)).items():
+            cells, per_seed_regime = [], collections.defaultdict(list)
+            for regime in regimes:
+                seeds = _group([r for r in prs if r["regime"] == regime], ("seed",))
+                scores = {s[0]: np.mean([r["score"] for r in v]) for s, v in seeds.items()}
+                for s, v in scores.items():
+                    per_seed_regime[s].append(v)
+                vals = list(scores.values())
+                cells.append(_pm(np.mean(vals), np.std(vals)) if vals else "—")
+            means = [np.mean(v) for v in per_seed_regime.values() if len(v) == len(regimes)]
+            cells.append(_pm(np.mean(means), np.std(means)) if means else "—")
+            lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _outcome(r: dict) -> str:
+    if r["clean"]:
+        return "completed"
+    if r["collision"]:
+        return "at_fault" if r["at_fault"] else "non_at_fault"
+    return "offroad" if r["offroad"] else "timeout"
+
+
+def table_iii(records: list[dict], reference: str) -> str:
+    """The reference policy's outcome distribution; retention / repair of every other policy."""
+    key = ("split", "regime", "ego_style", "seed", "scene_id", "ego")
+    kept = [r for r in records if r["ego_controlled"]]
+    ref = {tuple(r[k] for k in key): _outcome(r) for r in kept if r["policy"] == reference}
+    kinds = ("completed", *FAILURES)
+    lines = [f"**Table III** — outcomes of the reference policy `{reference}` (share of episodes, %), and for "
+             "the others: retention of its completed episodes and repair (completion) of each of its failure kinds (%)",
+             "", "| policy | split | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 2)]
+    for (policy, split), rs in _group(kept, ("policy", "split")).items():
+        if policy == reference:
+            n = max(len(rs), 1)
+            counts = collections.Counter(_outcome(r) for r in rs)
+            cells = [f"{100 * counts[k] / n:.1f}" for k in kinds]
+        else:
+            matched = collections.defaultdict(lambda: [0, 0])  # ref outcome -> [completed now, total]
+            for r in rs:
+                k = tuple(r[x] for x in key)
+                if k in ref:
+                    matched[ref[k]][1] += 1
+                    matched[ref[k]][0] += int(bool(r["clean"]))
+            cells = []
+            for k in kinds:
+                done, total = matched[k]
+                label = "retained" if k == "completed" else "repaired"
+                cells.append(f"{100 * done / total:.1f} {label} (of {total})" if total else "—")
+        lines.append(f"| {policy} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table_iv(summary: list[dict]) -> str:
+    """Score and at-fault rate per ego style, mean over the regimes run, per split."""
+    lines = ["**Table IV** — score and at-fault collision rate (%) per ego style, mean over regimes", "",
+             "| policy | split | ego style | score | at-fault % | goal % | timeout % |", "|---" * 7 + "|"]
+    for (policy, split, style), rows in _group(summary, ("policy", "split", "ego_style")).items():
+        m = {k: float(np.mean([r[k] for r in rows])) for k in ("score", "at_fault", "goal", "timeout")}
+        lines.append(f"| {policy} | {split} | {style} | {m['score']:.2f} | {100 * m['at_fault']:.2f} | "
+                     f"{100 * m['goal']:.1f} | {100 * m['timeout']:.1f} |")
+    return "\n".join(lines)

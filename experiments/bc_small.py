@@ -1,0 +1,36 @@
+"""The benchmark's "SMART stand-in (BC)" traffic policy: behaviour cloning on inverse-dynamics labels.
+
+No SMART weights are obtainable offline; this policy is cloned from the logged motion of the
+procedural scenes (and of converted real scenes when given), with labels recovered by closed-loop
+tracking through the simulator's own actuator and bicycle (cp_jax/rl/bc.py). It is NOT SMART.
+
+    python -m launch.train_bc --config=experiments/bc_small.py --workdir=runs/bc_small
+    python -m launch.train_bc --config=experiments/bc_small.py --config.scenes.real=DIR --workdir=...
+
+Scenes, SimConfig and network preset are experiments/anchor_small.py's (the same cached banks; the
+benchmark loads the result like any saved policy); the network has no condition branch, like
+experiments/ppo_small.py. Fields: seed; scenes; sim; net; bc (cp_jax.rl.bc.BCConfig fields); train.
+"""
+
+import ml_collections
+
+from experiments import anchor_small
+
+
+def get_config() -> ml_collections.ConfigDict:
+    base = anchor_small.get_config()
+    c = ml_collections.ConfigDict()
+    c.seed = 0
+    c.scenes = base.scenes  # train 112 (seeds 0-111), held-out 28 (seeds 100000+), optional real cache
+    c.sim = base.sim
+    c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
+    c.bc = ml_collections.ConfigDict(dict(
+        horizon=8, factored=True, w_yaw=4.0, w_speed=0.25, w_smooth=1e-3, max_track_error=5.0, style="normal",
+        noisy_passes=1, noise_prob=0.05, noise_steps=10, noise_max=2,
+        epochs=16, batch_size=1024, lr=1e-3, lr_schedule="cosine", max_grad_norm=1.0, scene_chunk=8,
+    ))
+    c.train = ml_collections.ConfigDict(dict(
+        evaluate=True,  # closed-loop self-play on the held-out scenes at the end (eval.json)
+        progress=True,
+    ))
+    return c

@@ -1,0 +1,61 @@
+"""Benchmark summaries and tables on hand-made episode records (no simulation)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cp_jax.bench import report
+
+
+def _rec(policy, outcome, seed=0, scene="s0", ego=1, regime="idm", split="interactive", style="normal", score=None):
+    flags = dict(goal=False, timeout=False, collision=False, at_fault=False, non_at_fault=False, offroad=False)
+    if outcome == "completed":
+        flags["goal"] = True
+    elif outcome in ("at_fault", "non_at_fault"):
+        flags.update(collision=True, **{outcome: True})
+    else:
+        flags[outcome] = True
+    clean = outcome == "completed"
+    return dict(policy=policy, split=split, regime=regime, ego_style=style, seed=seed, scene_id=scene, ego=ego,
+                clean=clean, score=(80.0 if clean else 0.0) if score is None else score, comfort=0.9,
+                lane_align=0.8, lane_center=0.7, ego_controlled=True, **flags)
+
+
+def test_summary_scores_are_means_per_seed_then_mean_and_std_over_seeds():
+    recs = [_rec("a", "completed", seed=0, scene="s0", score=100.0), _rec("a", "timeout", seed=0, scene="s1"),
+            _rec("a", "completed", seed=1, scene="s0", score=60.0), _rec("a", "completed", seed=1, scene="s1",
+                                                                         score=60.0)]
+    recs.append(dict(_rec("a", "completed", seed=1, scene="s2"), ego_controlled=False))
+    (row,) = report.summarise(recs)
+    assert row["score"] == pytest.approx(np.mean([50.0, 60.0]))
+    assert row["score_std"] == pytest.approx(5.0)
+    assert row["goal"] == pytest.approx(0.75) and row["timeout"] == pytest.approx(0.25)
+    assert row["n_pairs"] == 2 and row["seeds"] == [0, 1] and row["n_excluded"] == 1
+    assert set(report.SUMMARY_KEYS) <= set(row)
+
+
+def test_table_iii_retention_and_repair_are_matched_pair_by_pair():
+    ref = [_rec("anchor", o, scene=f"s{i}") for i, o in enumerate(["completed", "completed", "timeout", "timeout",
+                                                                     "at_fault", "offroad"])]
+    # The other policy keeps one of two completions, repairs one of two timeouts and the off-road.
+    new = [_rec("cp", o, scene=f"s{i}") for i, o in enumerate(["completed", "timeout", "completed", "timeout",
+                                                                 "at_fault", "completed"])]
+    text = report.table_iii(ref + new, "anchor")
+    anchor_row = next(line for line in text.splitlines() if line.startswith("| anchor"))
+    assert "| 33.3 | 33.3 | 16.7 | 0.0 | 16.7 |" in anchor_row
+    cp_row = next(line for line in text.splitlines() if line.startswith("| cp"))
+    assert "50.0 retained (of 2)" in cp_row and "50.0 repaired (of 2)" in cp_row
+    assert "0.0 repaired (of 1)" in cp_row and "100.0 repaired (of 1)" in cp_row
+
+
+def test_table_i_has_a_column_per_regime_and_the_mean(tmp_path):
+    recs = [_rec("a", "completed", regime=r, seed=s, score=10.0 * (i + 1) + s)
+            for i, r in enumerate(["idm", "expert"]) for s in (0, 1)]
+    text = report.table_i(recs, ["idm", "expert"])
+    row = next(line for line in text.splitlines() if line.startswith("| a"))
+    assert row == "| a | 10.50 ± 0.50 | 20.50 ± 0.50 | 15.50 ± 0.50 |"
+    summary = report.summarise(recs)
+    report.write_summary(summary, tmp_path / "s.json", tmp_path / "s.csv")
+    assert [r["regime"] for r in json.loads((tmp_path / "s.json").read_text())] == ["idm", "expert"]
+    assert (tmp_path / "s.csv").read_text().splitlines()[0].split(",")[:6] == list(report.SUMMARY_KEYS[:6])
