@@ -143,8 +143,9 @@ def test_non_conditioned_uses_fixed_reward_and_style():
 @pytest.mark.slow
 def test_ppo_learns_to_reach_goals():
     """Goals 10 m ahead on the straight road: holding speed and lane reaches them, but the random
-    initial policy swerves off the 8 m road most of the time. 40 updates of (non-conditioned)
-    PPO must learn to keep straight."""
+    initial policy (sampled actions) swerves off the 8 m road for 5 of 16 agents and reaches only
+    9 goals (the actuator's lag smooths random steering; on the direct bicycle it was < 30%). 40
+    updates of (non-conditioned) PPO must learn to keep straight: every goal, nobody off-road."""
     bank = _bank()
     net = networks.ActorCritic(dataclasses.replace(NET, condition=False))
     cfg = _cfg(conditioned=False, num_envs=16, rollout_steps=20, num_minibatches=4, lr=1e-3, ent_coef=0.01,
@@ -159,8 +160,8 @@ def test_ppo_learns_to_reach_goals():
     for _ in range(40):
         runner, stats = update(runner, bank)
     after = ppo.evaluate(net, runner.params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(0))
-    assert rate(before) < 0.3
-    assert rate(after) >= 0.75, jax.device_get(stats)
+    assert rate(before) < 0.6 and int(before["offroad"].sum()) >= 3
+    assert rate(after) >= 0.9 and int(after["offroad"].sum()) == 0, jax.device_get(stats)
 
 
 def test_lstm_policy_trains_and_evaluates():
