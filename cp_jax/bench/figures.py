@@ -1,6 +1,6 @@
 """Fig.-3-style pictures of benchmark episodes: policies side by side on the same pair.
 
-Each panel: the road; every other agent's path (grey, thin) and final box; the ego's path as
+Each panel (all panels share one view): the road; every other agent's path (grey, thin) and final box; the ego's path as
 points coloured by time; the ego's start box; its goal (star); and a marker where its episode
 ended: collision (red cross), off-road (triangle), timeout (circle) or goal (green star edge).
 """
@@ -45,12 +45,6 @@ def _panel(ax, sc: dict, rec: dict, ego: int, title: str) -> None:
         ax.plot(*end, "x", color="red", ms=12, mew=2.5, zorder=5)
     elif t_o == first:
         ax.plot(*end, "^", color="darkorange", ms=11, mec="black", zorder=5)
-    pts = np.concatenate([path, sc["goal"][ego][None], xy[0, ego][None]])
-    lo, hi = pts.min(0) - 25, pts.max(0) + 25
-    half = 0.5 * max(hi - lo)
-    mid = 0.5 * (lo + hi)
-    ax.set_xlim(mid[0] - half, mid[0] + half)
-    ax.set_ylim(mid[1] - half, mid[1] + half)
     ax.set_aspect("equal")
     ax.set_title(title, fontsize=9)
     ax.tick_params(labelsize=6)
@@ -60,8 +54,15 @@ def side_by_side(path: str, scenario, records: list[dict], ego: int, titles: lis
     """One panel per record (numpy dicts of an EpisodeRecord for one pair) on the same scenario."""
     sc = render.to_numpy(scenario)
     fig, axes = plt.subplots(1, len(records), figsize=(5.5 * len(records), 5.5), dpi=110, squeeze=False)
+    # One view for every panel: the start, the goal and every panel's ego path, with a margin.
+    pts = np.concatenate([sc["goal"][ego][None]] + [r["xy"][r["alive"][:, ego] | (np.arange(len(r["xy"])) == 0), ego]
+                                                  for r in records])
+    lo, hi = pts.min(0) - 25, pts.max(0) + 25
+    half, mid = 0.5 * max(hi - lo), 0.5 * (lo + hi)
     for ax, rec, title in zip(axes[0], records, titles, strict=True):
         _panel(ax, sc, rec, ego, title)
+        ax.set_xlim(mid[0] - half, mid[0] + half)
+        ax.set_ylim(mid[1] - half, mid[1] + half)
     if suptitle:
         fig.suptitle(suptitle, fontsize=10)
     fig.tight_layout()
