@@ -99,7 +99,6 @@ def main(_):
     egos, traffic, regimes = validate()
 
     import jax
-    import numpy as np
     from tqdm import tqdm
 
     from cp_jax.bench import episodes, report, suite
@@ -149,7 +148,7 @@ def main(_):
         f.write(text)
     print(text)
     if FLAGS.figures:
-        _figures(st, egos, keep, records, fig_regime, np)
+        _figures(st, egos, keep, records, fig_regime)
     timing = dict(scenes_s=round(t_scenes, 2), episodes_s=round(t_run, 2), total_s=round(time.time() - t0, 2),
                   batches=len(jobs), episodes=len(records), device=str(jax.devices()[0]))
     with open(os.path.join(FLAGS.out, "timing.json"), "w") as f:
@@ -157,8 +156,10 @@ def main(_):
     print(json.dumps(timing))
 
 
-def _figures(st, egos, keep, records, regime, np):
+def _figures(st, egos, keep, records, regime):
     """Pairs of the first split where the first two policies' outcomes differ (else any pairs)."""
+    import numpy as np
+
     from cp_jax.bench import figures
     from cp_jax.sim import env
 

@@ -139,8 +139,7 @@ def _episode_fn(ego_cfg: networks.NetConfig | None, ego_builtin: int | None,
             return (s_next, (carry_e, carry_t)), s
 
         (final, _), states = jax.lax.scan(body, (s0, carries), None, length=cfg.episode_steps)
-        states = jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), states, final)
-        rec = bench_metrics.record_from_states(states, final)
+        rec = bench_metrics.record_from_states(bench_metrics.stack_states(states, final), final)
         out = bench_metrics.episode_metrics(rec, scenario, ego, cfg)
         out["ego_controlled"] = s0.controller[ego] == ego_ctrl
         return out, rec
