@@ -26,3 +26,9 @@ def entropy(logits: jax.Array) -> jax.Array:
     """[...] entropy in nats of logits [..., n] (actions with -inf logits contribute 0)."""
     logp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.sum(jnp.where(jnp.isfinite(logp), jnp.exp(logp) * logp, 0.0), axis=-1)
+
+
+def kl(p_logits: jax.Array, q_logits: jax.Array) -> jax.Array:
+    """[...] KL(p || q) in nats between categoricals given by logits [..., n]."""
+    logp, logq = jax.nn.log_softmax(p_logits, axis=-1), jax.nn.log_softmax(q_logits, axis=-1)
+    return jnp.sum(jnp.where(jnp.isfinite(logp), jnp.exp(logp) * (logp - logq), 0.0), axis=-1)

@@ -1,0 +1,76 @@
+"""Self-play driving from any SimState: the one loop behind records, branches and re-runs.
+
+Every POLICY agent acts from its own condition (state.cond) with one shared policy; everyone else
+follows its controller. The PRNG key is split off state.key each step exactly as env.rollout does,
+so a run is a function of its starting state: restoring a snapshot and driving again replays it, and
+branches given the same key share their random numbers (common random numbers).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from cp_jax.policy import distributions as dist
+from cp_jax.policy import networks
+from cp_jax.sim import env, types
+from cp_jax.sim.types import Obs, Scenario, SimConfig, SimParams, SimState
+
+
+@struct.dataclass
+class Trace:
+    """Per-step outputs of `drive` [N, ...]; fields not asked for are None."""
+
+    counted: jax.Array  # [N] float: POLICY agent-steps simulated this step (0 once the episode is over)
+    state: SimState | None = None  # the state before each step (snapshots)
+    value: jax.Array | None = None  # [N, A] critic value of each agent under its own condition
+    row_obs: Obs | None = None  # [N, ...] the observation of agent `row`
+    row_action: jax.Array | None = None  # [N] its action
+    row_acting: jax.Array | None = None  # [N] bool: it was alive and the episode running (the sample is real)
+
+
+def drive(
+    net: networks.ActorCritic,
+    net_params,
+    state: SimState,
+    scenario: Scenario,
+    params: SimParams,
+    sim: SimConfig,
+    num_steps: int,
+    row: jax.Array | None = None,
+    keep_states: bool = False,
+    keep_values: bool = False,
+    greedy: bool = False,
+) -> tuple[SimState, Trace]:
+    """Run num_steps (static) of observe -> policy -> step from `state` (one scene, unbatched).
+
+    Steps past sim.episode_steps leave the state unchanged (so branches from different roots share
+    one static length). row [] int: also keep that agent's observation, action and acting mask.
+    Returns (final state, Trace [num_steps]). Feed-forward policies only (an LSTM's memory would
+    have to be part of the snapshot)."""
+    if net.cfg.lstm:
+        raise ValueError("CounterPlay needs a feed-forward policy (NetConfig.lstm = 0): snapshots do not hold "
+                         "an LSTM's memory")
+
+    def body(snapshot: SimState, _):
+        running = snapshot.t < sim.episode_steps
+        key, k_act = jax.random.split(snapshot.key)
+        s = snapshot.replace(key=key)
+        obs = env.observe(s, scenario, sim)
+        logits, value, _ = net.apply(net_params, obs)
+        action = dist.greedy(logits) if greedy else dist.sample(k_act, logits)
+        nxt, _ = env.step(s, action, scenario, params, sim)
+        nxt = jax.tree.map(lambda new, old: jnp.where(running, new, old), nxt, snapshot)
+        policy_alive = s.alive & (s.controller == types.POLICY)
+        trace = Trace(
+            counted=jnp.where(running, policy_alive.sum(), 0).astype(jnp.float32),
+            state=snapshot if keep_states else None,  # with its key: driving from it replays
+            value=value if keep_values else None,
+            row_obs=None if row is None else jax.tree.map(lambda x: x[row], obs),
+            row_action=None if row is None else action[row],
+            row_acting=None if row is None else running & s.alive[row],
+        )
+        return nxt, trace
+
+    return jax.lax.scan(body, state, None, length=num_steps)

@@ -1,0 +1,169 @@
+"""CounterPlay: verification, retry choice, roots, snapshot replay, and a tiny round end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cp_jax.counterplay import backtrack, loop, record, selfplay, verify
+from cp_jax.counterplay.config import CounterPlayConfig
+from cp_jax.policy import networks
+from cp_jax.scenarios.bank import make_bank
+from cp_jax.sim import conditions, env, types
+from cp_jax.sim.types import INF_T
+from tests.worlds import straight_road
+
+SIM = types.SimConfig(
+    max_agents=4, max_road_segments=256, max_lanes=4, log_steps=21, episode_steps=20,
+    obs_partners=3, obs_road=16, grid_size=8, max_route_points=64, idm_lookahead=16, enable_idm=False,
+)
+NET = dataclasses.replace(networks.small(), set_width=16, trunk=(64,))
+KEEP_GOING = 3 * 13 + 6  # accel 0, steer 0 on the 7 x 13 grid
+
+
+def _bank():
+    """Three eastbound cars at 10 m/s, each 10 m from its goal: under the cautious style (goal only
+    at <= 5 m/s) a car that keeps going drives through its goal and times out; under the normal or
+    aggressive style the same driving reaches it."""
+    starts = [(10.0, -2.0, 0.0, 10.0), (40.0, -2.0, 0.0, 10.0), (70.0, -2.0, 0.0, 10.0)]
+    return make_bank([straight_road(starts, goals=[(20.0, -2.0), (50.0, -2.0), (80.0, -2.0)], name="three")], SIM)
+
+
+def _keep_going_params():
+    """A policy that mostly keeps going (accel 0, steer 0) whatever it sees (its other logits
+    still depend a little on the observation and condition), with a constant critic (so the value
+    rule's root is the window's first step: ties go to the earliest)."""
+    p = networks.init_params(NET, SIM, jax.random.PRNGKey(0))["params"]
+    actor = dict(p["actor"], bias=p["actor"]["bias"].at[KEEP_GOING].add(7.0))
+    critic = dict(p["critic"], kernel=jnp.zeros_like(p["critic"]["kernel"]))
+    return {"params": dict(p, actor=actor, critic=critic)}
+
+
+def _states(first_collision, first_offroad, goal):
+    """A batch of final states [N, A] with the given event times (other fields from a reset)."""
+    bank = _bank()
+    s = env.reset(env.take_scenario(bank, 0), jax.random.PRNGKey(0), conditions.style("normal"), SIM)
+    n = len(goal)
+    s = jax.tree.map(lambda x: jnp.broadcast_to(x, (n,) + x.shape), s)
+    arr = lambda v: jnp.asarray(v, jnp.int32)  # noqa: E731
+    return s.replace(first_collision_t=arr(first_collision), first_offroad_t=arr(first_offroad), goal_t=arr(goal))
+
+
+def test_verify_rejects_a_retry_that_makes_another_car_collide_earlier():
+    never = INF_T
+    # Agent 0 is the failing agent; agent 1 collides at step 15 in the factual branch.
+    factual = _states([[never, 15, never, never]] * 4, [[never] * 4] * 4, [[never] * 4] * 4)
+    retry = _states(
+        [[never, 12, never, never],  # agent 1 collides earlier: rejected
+         [never, 18, never, never],  # later than in the factual branch: accepted
+         [never, 15, 9, never],  # agent 2 gets a new collision: rejected
+         [11, 15, never, never]],  # the failing agent itself collides: rejected
+        [[never] * 4] * 4,
+        [[10, never, never, never]] * 4,  # agent 0 reaches its goal at step 10 in every retry
+    )
+    agent = jnp.zeros((4,), jnp.int32)
+    np.testing.assert_array_equal(verify.passes(factual, retry, agent), [False, True, False, False])
+    # Without the safety check (ablation S off) only the agent's own outcome counts.
+    np.testing.assert_array_equal(verify.passes(factual, retry, agent, check_others=False), [True, True, True, False])
+    # A new off-road of another agent is harm too.
+    offroad = _states([[never] * 4], [[never, never, never, 7]], [[10, never, never, never]])
+    assert not bool(verify.passes(_states([[never] * 4], [[never] * 4], [[never] * 4]), offroad, agent[:1])[0])
+
+
+def test_choose_prefers_the_style_closest_to_deployment_then_the_earliest_goal():
+    cfg = CounterPlayConfig(deploy_style="normal")
+    rank = cfg.style_rank()
+    assert list(np.argsort(rank)[:1]) == [cfg.styles.index("normal")]
+    r = len(cfg.styles)
+    ok = np.zeros((3, 2, r), bool)
+    goal = np.full((3, 2, r), 50, np.int32)
+    ok[0, 0, cfg.styles.index("aggressive")] = ok[0, 1, cfg.styles.index("normal")] = True  # normal wins
+    ok[1, :, cfg.styles.index("cautious")] = True
+    goal[1, 0, cfg.styles.index("cautious")] = 40  # same style in both samples: the earlier goal wins
+    found, m, b = verify.choose(jnp.asarray(ok), jnp.asarray(goal), rank)
+    np.testing.assert_array_equal(found, [True, True, False])
+    assert (int(m[0]), cfg.styles[int(b[0])]) == (1, "normal")
+    assert (int(m[1]), cfg.styles[int(b[1])]) == (0, "cautious")
+    # Deploying aggressive makes the aggressive retry the first choice.
+    agg = CounterPlayConfig(deploy_style="aggressive").style_rank()
+    found, m, b = verify.choose(jnp.asarray(ok), jnp.asarray(goal), agg)
+    assert cfg.styles[int(b[0])] == "aggressive"
+
+
+def test_roots_value_argmax_in_the_window_fixed_rewind_and_none():
+    t, a = 20, 4
+    value = np.zeros((1, t, a), np.float32)
+    value[0, :, 1] = np.arange(t)[::-1] * 0.1  # decreasing: the window's first step is the argmax
+    value[0, 3, 1] = 9.0  # outside the window [t_fail - H, t_fail - 1] for H = 5: ignored
+    value[0, 13, 1] = 5.0  # inside: chosen
+    alive = np.ones((1, t, a), bool)
+    states = types.SimState(**{f.name: None for f in dataclasses.fields(types.SimState)}).replace(alive=alive)
+    rec = record.Recording(scene_idx=jnp.zeros((1,), jnp.int32), states=states, value=jnp.asarray(value),
+                           final=None, controlled=None, agent_steps=None)
+    picked = record.Picked(env=jnp.array([0, 0]), agent=jnp.array([1, 1]), kind=jnp.array([0, 0]),
+                           t_fail=jnp.array([16, 3]), valid=jnp.array([True, True]))
+    cfg = CounterPlayConfig(window=5)
+    np.testing.assert_array_equal(backtrack.choose_root(rec, picked, cfg), [13, 0])  # t_fail 3: window [0, 2]
+    np.testing.assert_array_equal(backtrack.choose_root(rec, picked, dataclasses.replace(cfg, root_rule="fixed")),
+                                  [11, 0])
+    np.testing.assert_array_equal(backtrack.choose_root(rec, picked, dataclasses.replace(cfg, root_rule="none")),
+                                  [0, 0])
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="root_rule"):
+        CounterPlayConfig(root_rule="latest")
+    with pytest.raises(ValueError, match="failure_kinds"):
+        CounterPlayConfig(failure_kinds=("stall",))
+    with pytest.raises(ValueError, match="unknown style"):
+        CounterPlayConfig(deploy_style="sporty")
+    with pytest.raises(ValueError, match="window"):
+        CounterPlayConfig(window=0)
+    with pytest.raises(ValueError, match="max_failures"):
+        loop.make_round(networks.ActorCritic(NET), CounterPlayConfig(num_envs=1, max_failures=5), SIM,
+                        types.default_params())
+
+
+def test_snapshot_replays_the_recorded_episode_exactly():
+    """Driving again from any recorded state (its key included) reproduces the recorded final state."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    p = networks.init_params(NET, SIM, jax.random.PRNGKey(3))  # a random policy: sampled actions matter
+    cfg = CounterPlayConfig(num_envs=2)
+    rec = jax.jit(lambda k: record.record(net, p, bank, k, cfg, types.default_params(), SIM))(jax.random.PRNGKey(4))
+    t = 7
+    start = jax.tree.map(lambda x: x[1, t], rec.states)
+    final, _ = jax.jit(lambda s: selfplay.drive(net, p, s, env.take_scenario(bank, 0), types.default_params(), SIM,
+                                                SIM.episode_steps))(start)
+    for name in ("xy", "speed", "goal_t", "first_collision_t", "first_offroad_t", "alive"):
+        np.testing.assert_array_equal(getattr(final, name), getattr(rec.final, name)[1], err_msg=name)
+
+
+def test_a_tiny_round_end_to_end_repairs_a_timeout():
+    """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
+    branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
+    distillation into the deployment condition changes the parameters."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    anchor = _keep_going_params()
+    cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
+                            styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
+                            distill_batch=32, reg_states=2, lr=1e-3)
+    round_fn = loop.make_round(net, cfg, SIM, types.default_params())
+    state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
+    diag = jax.device_get(diag)
+    assert diag["record_timeout_rate"] == 1.0  # every car drove through its goal too fast
+    assert diag["picked"] == 4 and diag["picked_timeout"] == 4
+    assert diag["root_back"] == 20  # timeouts fail at step 20; H = 20: the root is the first frame
+    assert diag["factual_goal"] == 0  # the factual branch (cautious) fails again
+    np.testing.assert_array_equal(diag["passed_style"], [0, 4])  # only the aggressive retry reaches the goal
+    np.testing.assert_array_equal(diag["verified_style"], [0, 4])
+    assert diag["repaired"] == 4 and diag["distilled_samples"] > 0
+    assert diag["distill_loss"] > 1e-6  # teacher (aggressive) and student (cautious) differ
+    changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, anchor)
+    assert any(jax.tree.leaves(changed))
+    # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs.
+    assert diag["round_steps"] > 0 and float(state.agent_steps) == pytest.approx(float(diag["round_steps"]))
+    assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20
