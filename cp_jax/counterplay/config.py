@@ -27,6 +27,9 @@ class CounterPlayConfig:
     # (DESIGN ranges) or, with record_style set, every agent under that named style.
     num_envs: int = 16
     record_style: str = ""
+    # Actions in records and branches: sampled (DESIGN: common random numbers make branches
+    # comparable) or greedy (argmax, as the benchmark drives; the re-run is then a repeat).
+    greedy: bool = False
     # Failures processed per round (a random subset of those found; fewer found = masked slots).
     max_failures: int = 16
     failure_kinds: tuple[str, ...] = FAILURE_KINDS
@@ -34,6 +37,9 @@ class CounterPlayConfig:
     # "none" = no backtracking, the retry starts from the episode's first frame (ours).
     root_rule: str = "value"
     window: int = 30  # H, in decisions (steps)
+    # The value the root rule maximises: V under the agent's own (recorded) condition, under the
+    # deployment style, or the best over the retry styles (ours: DESIGN says V(o_t, c)).
+    root_value: str = "own"
     # Style search (C): one retry per style (and sample); off = retries keep the original condition
     # and differ only in their random numbers (one retry per style slot, distinct keys).
     styles: tuple[str, ...] = conditions.RETRY_STYLES
@@ -67,6 +73,7 @@ class CounterPlayConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
         choices = dict(method=METHODS, root_rule=("value", "fixed", "none"), target=("kl", "ce"),
+                       root_value=("own", "deploy", "best_style"),
                        critic=("keep", "distill"))
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

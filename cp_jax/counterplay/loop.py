@@ -66,7 +66,8 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
         root = choose_root(rec, picked, cfg)
         root_state, scenes = restore(rec, bank, picked, root)
         conds, keys = branch_setup(root_state, picked.agent, k_branch, cfg)  # [F, M, 1+R, ...]
-        final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim)
+        final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim,
+                                    greedy=cfg.greedy)
         f, m, r = picked.agent.shape[0], cfg.samples_per_style, cfg.num_retries
         agent_fmr = jnp.broadcast_to(picked.agent[:, None, None], (f, m, r))
         factual = jax.tree.map(lambda x: x[:, :, :1], final)
@@ -78,11 +79,11 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
         steps = jnp.sum(trace.counted.sum(axis=(1, 2, 3)) * picked.valid)
 
         verified = found
-        if cfg.reverify and check_others:  # factual + chosen retry again, fresh shared key
+        if cfg.reverify and check_others and not cfg.greedy:  # factual + chosen retry again, fresh shared key
             pair = jnp.stack([_pick(conds, best_m, jnp.zeros_like(best_m)), chosen_cond], 1)  # [F, 2, COND_DIM]
             pair_keys = jnp.broadcast_to(jax.random.split(k_rerun, f)[:, None], (f, 2, 2))
             final2, trace2 = run_branches(net, p, root_state, scenes, picked.agent, pair, pair_keys, params, sim,
-                                          keep_row=False)
+                                          keep_row=False, greedy=cfg.greedy)
             again = passes(jax.tree.map(lambda x: x[:, :1], final2), jax.tree.map(lambda x: x[:, 1:], final2),
                            picked.agent[:, None], True)[:, 0]
             verified = found & again

@@ -24,7 +24,9 @@ class Recording:
 
     scene_idx: jax.Array  # [B] int32 scene of the bank
     states: SimState  # [B, T, ...] the state before each step t = 0 .. T-1 (T = sim.episode_steps)
-    value: jax.Array  # [B, T, A] V(o_t, c) of every agent under its own condition
+    # [B, T, A] V(o_t, c) of every agent under the condition cfg.root_value names: its own, the
+    # deployment style, or the best of the retry styles.
+    value: jax.Array
     final: SimState  # [B, ...] after the last step
     controlled: jax.Array  # [B, A] bool: POLICY-driven at the start (the tasks)
     agent_steps: jax.Array  # [] float: POLICY agent-steps simulated
@@ -66,18 +68,21 @@ def record(
     params: SimParams,
     sim: SimConfig,
 ) -> Recording:
-    """cfg.num_envs episodes from frame 0 on random scenes of the bank, sampled actions."""
+    """cfg.num_envs episodes from frame 0 on random scenes of the bank (sampled actions unless cfg.greedy)."""
     k_idx, k_cond, k_env = jax.random.split(key, 3)
     n = jax.tree.leaves(bank)[0].shape[0]
     idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
     cond = record_conditions(k_cond, cfg, (cfg.num_envs, sim.max_agents))
+    value_conds = {"own": None, "deploy": conditions.style(cfg.deploy_style)[None],
+                   "best_style": jnp.asarray(cfg.style_matrix())}[cfg.root_value]
 
     def one(i, k, c):
         scenario = env.take_scenario(bank, i)
         s0 = env.reset(scenario, k, c, sim)
-        final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps,
-                             keep_states=True, keep_values=True)
-        return trace.state, trace.value, final, s0.controller == types.POLICY, trace.counted.sum()
+        final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps, keep_states=True,
+                             keep_values=True, value_conds=value_conds, greedy=cfg.greedy)
+        value = trace.value if value_conds is None else trace.value_under.max(-1)
+        return trace.state, value, final, s0.controller == types.POLICY, trace.counted.sum()
 
     states, value, final, controlled, steps = jax.vmap(one)(idx, jax.random.split(k_env, cfg.num_envs), cond)
     return Recording(scene_idx=idx, states=states, value=value, final=final, controlled=controlled,

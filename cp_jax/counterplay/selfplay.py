@@ -25,6 +25,7 @@ class Trace:
     counted: jax.Array  # [N] float: POLICY agent-steps simulated this step (0 once the episode is over)
     state: SimState | None = None  # the state before each step (snapshots)
     value: jax.Array | None = None  # [N, A] critic value of each agent under its own condition
+    value_under: jax.Array | None = None  # [N, A, R] ... under each of the conditions value_conds [R]
     row_obs: Obs | None = None  # [N, ...] the observation of agent `row`
     row_action: jax.Array | None = None  # [N] its action
     row_acting: jax.Array | None = None  # [N] bool: it was alive and the episode running (the sample is real)
@@ -41,6 +42,7 @@ def drive(
     row: jax.Array | None = None,
     keep_states: bool = False,
     keep_values: bool = False,
+    value_conds: jax.Array | None = None,
     greedy: bool = False,
 ) -> tuple[SimState, Trace]:
     """Run num_steps (static) of observe -> policy -> step from `state` (one scene, unbatched).
@@ -67,6 +69,8 @@ def drive(
             counted=jnp.where(running, policy_alive.sum(), 0).astype(jnp.float32),
             state=snapshot if keep_states else None,  # with its key: driving from it replays
             value=value if keep_values else None,
+            value_under=None if value_conds is None else jax.vmap(
+                lambda c: networks.value_under(net, net_params, obs, c), out_axes=-1)(value_conds),
             row_obs=None if row is None else jax.tree.map(lambda x: x[row], obs),
             row_action=None if row is None else action[row],
             row_acting=None if row is None else running & s.alive[row],

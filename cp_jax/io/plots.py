@@ -1,8 +1,10 @@
-"""Figures written by runs: the learning curve of a training run."""
+"""Figures written by runs: the learning curve of a training run, post-training diagnostics."""
 
 from __future__ import annotations
 
 import os
+
+import numpy as np
 
 from cp_jax.io.metrics import read_jsonl
 
@@ -35,5 +37,57 @@ def learning_curve(workdir: str, png: str) -> str:
     ax[1].set(xlabel="controlled agent-steps (M)", ylabel="return per agent-episode", title="training return")
     fig.tight_layout()
     fig.savefig(png, dpi=90)
+    plt.close(fig)
+    return png
+
+
+def post_training(workdir: str, png: str) -> str:
+    """Per-round diagnostics of a post-training run (metrics.jsonl, eval.jsonl) in one PNG: failures
+    found by kind, retries passing the filter and verification by style, roots, distilled samples,
+    validation outcomes vs budget spent; returns its path. Panels without data are left empty."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+    evals_path = os.path.join(workdir, "eval.jsonl")
+    evals = read_jsonl(evals_path) if os.path.exists(evals_path) else []
+    x = [r["agent_steps"] / 1e6 for r in rows]
+    fig, ax = plt.subplots(2, 3, figsize=(15, 7))
+    ax = ax.ravel()
+    for key, label in (("record_goal_rate", "goal"), ("record_timeout_rate", "timeout"),
+                       ("record_collision_rate", "collision"), ("record_offroad_rate", "off-road"),
+                       ("goal_rate", "goal (PPO)"), ("timeout_rate", "timeout (PPO)"),
+                       ("collision_rate", "collision (PPO)")):
+        if rows and key in rows[0]:
+            ax[0].plot(x, [r[key] for r in rows], label=label, lw=1)
+    ax[0].set(title="self-play outcomes (recorded episodes)", xlabel="budget spent (M agent-steps)", ylim=(0, 1))
+    styles = [k.removeprefix("passed_") for k in (rows[0] if rows else {}) if k.startswith("passed_")]
+    for s in styles:
+        ax[1].plot(x, np.cumsum([r[f"passed_{s}"] for r in rows]), label=f"passed {s}", lw=1)
+        ax[1].plot(x, np.cumsum([r[f"verified_{s}"] for r in rows]), "--", label=f"verified {s}", lw=1)
+    ax[1].set(title="retries passing the filter / verification (cumulative)", xlabel="budget spent (M)")
+    for key in ("picked_timeout", "picked_collision", "picked_offroad", "repaired"):
+        if rows and key in rows[0]:
+            ax[2].plot(x, np.cumsum([r[key] for r in rows]), label=key, lw=1)
+    ax[2].set(title="failures picked by kind, repaired (cumulative)", xlabel="budget spent (M)")
+    if rows and "root_back" in rows[0]:
+        ax[3].plot(x, [r["root_back"] for r in rows], lw=1)
+    ax[3].set(title="root: decisions back from the failure (mean)", xlabel="budget spent (M)")
+    for key in ("distilled_samples", "samples"):
+        if rows and key in rows[0]:
+            ax[4].plot(x, np.cumsum([r[key] for r in rows]), label=key, lw=1)
+    ax[4].set(title="training samples (cumulative)", xlabel="budget spent (M)")
+    ex = [e["agent_steps"] / 1e6 for e in evals]
+    for key in ("goal", "collision", "offroad", "timeout"):
+        if evals:
+            ax[5].plot(ex, [e[key] for e in evals], "o-", label=key, lw=1)
+    ax[5].set(title="validation (greedy, deployment style)", xlabel="budget spent (M)", ylim=(0, 1))
+    for a in ax:
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=80)
     plt.close(fig)
     return png

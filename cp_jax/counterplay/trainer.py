@@ -1,0 +1,206 @@
+"""The post-training driver behind `launch.post_train`: anchor -> rounds (or PPO updates) until the
+transition budget is spent, with checkpoints, per-round diagnostics and validation.
+
+    setup = resolve(config)            # validates every field and reads the anchor; nothing else runs
+    result = post_train(config, workdir)   # resumes from workdir's latest checkpoint if there is one
+
+Methods (config.method), every one charged the same way (POLICY agent-steps simulated):
+    counterplay         record -> failures -> backtrack -> branch -> verify -> distill (cp_jax.counterplay.loop)
+    aggressive_distill  the anchor under the aggressive style distilled into the deployment condition
+    cautious_distill    the same with the cautious style (no search, no verification)
+    ppo_continue        more self-play PPO from the anchor's parameters (cp_jax.rl.ppo)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+from absl import logging
+from flax import serialization
+
+from cp_jax.counterplay import loop
+from cp_jax.counterplay.config import CounterPlayConfig
+from cp_jax.io.checkpoints import Checkpointer
+from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl
+from cp_jax.io.run_info import write_run_info
+from cp_jax.policy import saved
+from cp_jax.rl import ppo
+from cp_jax.rl.trainer import config_fields
+from cp_jax.sim import conditions, types
+
+METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue")
+FAULT_ENV = "CP_JAX_FAULT_KILL_AT_ROUND"  # tests only: SIGKILL this process right after that round
+
+
+class Setup(NamedTuple):
+    method: str
+    anchor: saved.SavedPolicy
+    counterplay: CounterPlayConfig | None
+    ppo: ppo.PPOConfig | None
+    budget: float  # post-training agent-steps
+
+
+def anchor_steps(folder: str) -> float:
+    """The anchor's training transitions, from the eval.json its training run wrote."""
+    path = os.path.join(folder, "eval.json")
+    try:
+        with open(path) as f:
+            return float(json.load(f)["agent_steps"])
+    except FileNotFoundError:
+        raise ValueError(f"{path}: missing; set config.budget_steps (absolute) instead of config.budget_frac") from None
+    except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: no readable 'agent_steps' ({e})") from None
+
+
+def resolve(config) -> Setup:
+    """Validate the experiment and read the anchor; raises ValueError naming the bad field."""
+    if config.method not in METHODS:
+        raise ValueError(f"config.method: unknown {config.method!r}; known: {list(METHODS)}")
+    if not config.anchor:
+        raise ValueError("config.anchor: set it to a saved policy folder (e.g. assets/anchors/conditioned_small)")
+    anchor = saved.load(config.anchor)
+    if anchor.net.cfg.lstm:
+        raise ValueError(f"config.anchor={config.anchor!r}: an LSTM policy; post-training needs a feed-forward one")
+    if config.budget_steps > 0:
+        budget = float(config.budget_steps)
+    elif 0 < config.budget_frac <= 1:
+        budget = config.budget_frac * anchor_steps(config.anchor)
+    else:
+        raise ValueError(f"config.budget_frac must be in (0, 1] (or set config.budget_steps), got {config.budget_frac}")
+    cp_cfg = ppo_cfg = None
+    if config.method == "ppo_continue":
+        if not anchor.net.cfg.condition and config.ppo.conditioned:
+            raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
+        ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"))
+        ppo_cfg.validate(anchor.sim)
+    else:
+        fields = config_fields(CounterPlayConfig, config.counterplay, "counterplay")
+        if config.method != "counterplay":
+            fields.update(method="style_distill", teacher_style=config.method.split("_")[0])
+        cp_cfg = CounterPlayConfig(**fields)
+    conditions.style(config.eval.style)
+    for name in ("log_every", "ckpt_every", "keep"):
+        if config.train[name] < 1:
+            raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
+    if config.scenes.train < 1 or config.scenes.eval < 0:
+        raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
+    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget)
+
+
+def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
+    """Per-round diagnostics as scalars; per-style arrays [R] become KEY_<style>."""
+    out = {}
+    for k, v in jax.device_get(diag).items():
+        v = np.asarray(v)
+        if v.ndim == 0:
+            out[k] = float(v)
+        else:
+            out.update({f"{k.removesuffix('_style')}_{s}": float(x) for s, x in zip(styles, v, strict=True)})
+    return out
+
+
+def post_train(config, workdir: str) -> dict[str, Any]:
+    """Post-train the anchor per config in workdir; the result goes to workdir/policy (cp_jax.policy.saved).
+    Returns {"rounds", "agent_steps", "final_eval", "params"}."""
+    from cp_jax.scenarios import bank as bank_lib
+
+    setup = resolve(config)
+    anchor, sim = setup.anchor, setup.anchor.sim
+    os.makedirs(workdir, exist_ok=True)
+    write_run_info(workdir, config)
+    sc = config.scenes
+    _, bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
+    val_bank = None
+    if sc.eval:
+        _, val_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
+    params = types.default_params()
+    key = jax.random.PRNGKey(config.seed)
+
+    if setup.method == "ppo_continue":
+        update = ppo.make_update(anchor.net, setup.ppo, sim, params)
+        runner = ppo.init(anchor.net, setup.ppo, sim, key, bank)
+        state = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(setup.ppo).init(anchor.params))
+        step_fn = lambda s: update(s, bank)  # noqa: E731
+        styles: tuple[str, ...] = ()
+    else:
+        round_fn = loop.make_round(anchor.net, setup.counterplay, sim, params)
+        state = loop.init(anchor.params, setup.counterplay, key)
+        step_fn = lambda s: round_fn(s, anchor.params, bank)  # noqa: E731
+        styles = setup.counterplay.styles
+
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
+    writer = MetricWriter(workdir)
+    restored = ckpt.restore(serialization.to_state_dict(state))
+    done = 0
+    if restored is not None:
+        done, tree = restored
+        state = serialization.from_state_dict(state, tree)
+        writer.truncate_after(done)
+        _truncate_jsonl(os.path.join(workdir, "eval.jsonl"), done)
+        logging.info("resumed from round %d (%.0f agent-steps)", done, float(state.agent_steps))
+
+    deploy = conditions.style(config.eval.style)
+
+    def validate(step: int) -> dict[str, float]:
+        res = ppo.summarise(ppo.evaluate(anchor.net, state.params, val_bank, deploy, params, sim,
+                                         jax.random.PRNGKey(config.seed)))
+        with open(os.path.join(workdir, "eval.jsonl"), "a") as f:
+            f.write(json.dumps(dict(round=step, agent_steps=float(state.agent_steps), **res)) + "\n")
+        return res
+
+    if val_bank is not None and done == 0:
+        validate(0)
+    bar = Progress(int(setup.budget), "agent-steps", initial=int(state.agent_steps), disable=not config.train.progress)
+    while float(state.agent_steps) < setup.budget:
+        before = float(state.agent_steps)
+        state, diag = step_fn(state)
+        done += 1
+        row = _flat(diag, styles)
+        row["agent_steps"] = float(state.agent_steps)
+        if done % config.train.log_every == 0:
+            writer.write(done, row)
+        last = float(state.agent_steps) >= setup.budget
+        if val_bank is not None and (done % config.eval.every == 0 or last):
+            res = validate(done)
+            bar.update(0, {"val_goal": res["goal"]})
+        if done % config.train.ckpt_every == 0 or last:
+            ckpt.save(done, serialization.to_state_dict(state))
+        bar.update(int(float(state.agent_steps) - before))
+        if os.environ.get(FAULT_ENV) == str(done):  # fault injection for the resume test: a real SIGKILL
+            os.kill(os.getpid(), signal.SIGKILL)
+    bar.close()
+    writer.close()
+    ckpt.close()
+    saved.save(os.path.join(workdir, "policy"), anchor.net.cfg, state.params, sim)
+    final = read_jsonl(os.path.join(workdir, "eval.jsonl"))[-1] if val_bank is not None else {}
+    summary = dict(method=setup.method, rounds=done, agent_steps=float(state.agent_steps), budget=setup.budget,
+                   final_eval=final)
+    with open(os.path.join(workdir, "post_train.json"), "w") as f:
+        json.dump(summary, f, indent=2)
+    try:
+        from cp_jax.io import plots
+
+        plots.post_training(workdir, os.path.join(workdir, "diagnostics.png"))
+    except Exception as e:  # a plot never fails a finished run
+        logging.warning("diagnostics.png not written: %s", e)
+    return dict(summary, params=state.params)
+
+
+def _truncate_jsonl(path: str, step: int) -> None:
+    """Drop eval lines written after round `step` (the resumed run writes them again)."""
+    if os.path.exists(path):
+        rows = [r for r in read_jsonl(path) if r["round"] <= step]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def describe(setup: Setup) -> str:
+    """One line: method, budget, sizes."""
+    what = dataclasses.asdict(setup.counterplay) if setup.counterplay else dataclasses.asdict(setup.ppo)
+    return f"{setup.method}: budget {setup.budget:,.0f} agent-steps; " + json.dumps(what)

@@ -1,0 +1,15 @@
+"""Cautious distillation: the anchor's own behaviour under the cautious style, distilled into the deployment
+condition on recorded self-play states; no search, no verification (experiments/counterplay.py's budget).
+
+    python -m launch.post_train --config=experiments/cautious_distill.py --workdir=runs/cautious_distill
+"""
+
+import ml_collections
+
+from experiments import counterplay
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = counterplay.get_config()
+    c.method = "cautious_distill"  # sets counterplay.method = style_distill, teacher_style = cautious
+    return c

@@ -1,0 +1,28 @@
+"""The main job (README's first command): post-train the shipped anchor with CounterPlay and with
+PPO-Continue at the same small budget, then benchmark anchor vs both on procedural splits.
+
+    python -m launch.main --out=runs/main
+    python -m launch.main --out=runs/main --config.budget_frac=0.02 --config.bench.pairs=200
+
+`counterplay` and `ppo_continue` are the two post-training experiments (experiments/counterplay.py,
+experiments/ppo_continue.py); budget_frac, seed and anchor here override both.
+"""
+
+import ml_collections
+
+from experiments import counterplay, ppo_continue
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.anchor = "assets/anchors/conditioned_small"
+    c.budget_frac = 0.01  # of the anchor's training transitions, for each method
+    c.seed = 0
+    c.counterplay = counterplay.get_config()
+    c.ppo_continue = ppo_continue.get_config()
+    c.bench = ml_collections.ConfigDict(dict(
+        splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
+        pairs=100, procedural_scenes=60, procedural_seed=300_000, figures=4,
+        ppo_policy="assets/anchors/ppo_small", bc_policy="assets/anchors/smart_bc",
+    ))
+    return c

@@ -1,0 +1,20 @@
+"""PPO-Continue: more self-play PPO from the anchor, at CounterPlay's budget (experiments/counterplay.py).
+
+    python -m launch.post_train --config=experiments/ppo_continue.py --workdir=runs/ppo_continue
+
+The anchor's own PPO settings (experiments/anchor_small.py) with a constant learning rate: the
+anchor's linear schedule had decayed to zero, so continuing it would not learn at all.
+"""
+
+import ml_collections
+
+from experiments import anchor_small
+from experiments.counterplay import base
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = base("ppo_continue")
+    c.ppo = ml_collections.ConfigDict(anchor_small.get_config().ppo.to_dict())
+    c.ppo.lr_schedule = "constant"
+    c.ppo.lr = 1e-4
+    return c

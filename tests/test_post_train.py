@@ -1,0 +1,103 @@
+"""launch.post_train end to end on a tiny anchor: outputs, SIGKILL + resume == uninterrupted, baselines."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import jax
+import pytest
+
+from cp_jax.counterplay import trainer
+from cp_jax.io.metrics import read_jsonl
+from cp_jax.policy import networks, saved
+from cp_jax.sim import types
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SIM = types.SimConfig(max_agents=8, max_road_segments=2048, obs_road=16, obs_partners=7, enable_idm=False)
+NET = dataclasses.replace(networks.small(), set_width=16, trunk=(32,))
+TINY = [
+    "--config.scenes.train=2", "--config.scenes.eval=1", "--config.scenes.agents=3",
+    "--config.budget_steps=8000", "--config.eval.every=2",
+    "--config.train.ckpt_every=2", "--config.train.log_every=1", "--config.train.keep=2",
+    "--config.train.progress=False",
+]
+CP = ["--config.counterplay.num_envs=2", "--config.counterplay.max_failures=4", "--config.counterplay.distill_steps=2",
+      "--config.counterplay.distill_batch=16", "--config.counterplay.reg_states=1"]
+PPO = ["--config.ppo.num_envs=2", "--config.ppo.rollout_steps=10", "--config.ppo.num_minibatches=2"]
+
+
+@pytest.fixture(scope="module")
+def anchor(tmp_path_factory):
+    """A tiny random 'anchor' saved like a trained one (eval.json gives its training steps)."""
+    folder = tmp_path_factory.mktemp("anchor")
+    saved.save(str(folder), NET, networks.init_params(NET, SIM, jax.random.PRNGKey(0)), SIM)
+    (folder / "eval.json").write_text(json.dumps({"agent_steps": 100_000.0}))
+    return folder
+
+
+def _run(experiment, workdir, anchor, cache, extra=(), kill_at=None):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    env.pop(trainer.FAULT_ENV, None)
+    if kill_at is not None:
+        env[trainer.FAULT_ENV] = str(kill_at)
+    cmd = [sys.executable, "-m", "launch.post_train", f"--config=experiments/{experiment}.py", f"--workdir={workdir}",
+           f"--config.anchor={anchor}", f"--config.scenes.cache_dir={cache}", *TINY, *extra]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+
+
+def _metrics(workdir):
+    return read_jsonl(os.path.join(workdir, "metrics.jsonl"))
+
+
+@pytest.mark.slow
+def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
+    cache = tmp_path / "cache"
+    a, b = tmp_path / "a", tmp_path / "b"
+    r = _run("counterplay", a, anchor, cache, CP)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("run_info.json", "metrics.jsonl", "eval.jsonl", "post_train.json", "diagnostics.png",
+                 "policy/params.msgpack"):
+        assert (a / name).exists(), name
+    summary = json.loads((a / "post_train.json").read_text())
+    rounds = summary["rounds"]
+    assert rounds >= 3 and summary["agent_steps"] >= 8000  # rounds until the budget is spent
+    rows = _metrics(a)
+    assert len(rows) == rounds and rows[-1]["agent_steps"] == summary["agent_steps"]
+    wanted = {"picked", "repaired", "root_back", "passed_aggressive", "verified_normal", "distilled_samples"}
+    assert wanted <= set(rows[0])
+    # The budget charges records, branches and re-runs: more than the recorded episodes alone.
+    assert all(r["round_steps"] > 0 for r in rows)
+
+    killed = _run("counterplay", b, anchor, cache, CP, kill_at=3)  # round 2's checkpoint survives
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    resumed = _run("counterplay", b, anchor, cache, CP)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
+    assert _metrics(a) == _metrics(b)
+    assert read_jsonl(a / "eval.jsonl") == read_jsonl(b / "eval.jsonl")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("experiment", ["ppo_continue", "aggressive_distill"])
+def test_baselines_spend_the_same_budget_and_change_the_policy(tmp_path, anchor, experiment):
+    work = tmp_path / experiment
+    r = _run(experiment, work, anchor, tmp_path / "cache", PPO if experiment == "ppo_continue" else CP)
+    assert r.returncode == 0, r.stderr[-3000:]
+    summary = json.loads((work / "post_train.json").read_text())
+    assert summary["method"] == experiment and summary["agent_steps"] >= 8000
+    before, after = saved.load(str(anchor)).params, saved.load(str(work / "policy")).params
+    assert any(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), before, after)))
+
+
+def test_bad_config_fails_before_any_work(tmp_path, anchor):
+    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.counterplay.root_rule=latest"])
+    assert r.returncode != 0 and "root_rule" in r.stderr
+    r = _run("counterplay", tmp_path / "w", tmp_path / "missing", tmp_path / "cache")
+    assert r.returncode != 0 and "net_config.json" in r.stderr
+    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.method=ppo_forever"])
+    assert r.returncode != 0 and "config.method" in r.stderr
+    assert not (tmp_path / "w").exists() and not (tmp_path / "cache").exists()  # nothing generated or written
