@@ -11,6 +11,7 @@ import pytest
 
 from cp_jax.counterplay import backtrack, loop, record, selfplay, verify
 from cp_jax.counterplay.config import CounterPlayConfig
+from cp_jax.policy import distributions as dist
 from cp_jax.policy import networks
 from cp_jax.scenarios.bank import make_bank
 from cp_jax.sim import conditions, env, types
@@ -167,3 +168,25 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout():
     # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs.
     assert diag["round_steps"] > 0 and float(state.agent_steps) == pytest.approx(float(diag["round_steps"]))
     assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20
+
+
+def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():
+    """Aggressive distillation: on recorded states, the student under the cautious condition is
+    pulled towards the anchor under the aggressive one (its KL to that teacher goes down); the
+    budget is the recorded episodes alone (no search)."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    p = networks.init_params(NET, SIM, jax.random.PRNGKey(1))["params"]
+    anchor = {"params": dict(p, actor=dict(p["actor"], kernel=100.0 * p["actor"]["kernel"]))}  # sharp, cond-dependent
+    cfg = CounterPlayConfig(method="style_distill", teacher_style="aggressive", deploy_style="cautious", num_envs=2,
+                            max_failures=2, distill_steps=20, distill_batch=32, reg_states=1, anchor_kl=0.0,
+                            value_coef=0.0, lr=1e-3)
+    state, diag = loop.make_round(net, cfg, SIM, types.default_params())(loop.init(anchor, cfg, jax.random.PRNGKey(2)),
+                                                                         anchor, bank)
+    rec = record.record(net, anchor, bank, jax.random.PRNGKey(7), cfg, types.default_params(), SIM)
+    obs = env.observe(jax.tree.map(lambda x: x[0, 0], rec.states), env.take_scenario(bank, 0), SIM)
+    live = rec.states.alive[0, 0] & (rec.states.controller[0, 0] == types.POLICY)
+    teacher = net.apply(anchor, networks.with_condition(obs, conditions.style("aggressive")))[0]
+    kl = lambda p: float(jnp.sum(jnp.where(live, dist.kl(teacher, net.apply(  # noqa: E731
+        p, networks.with_condition(obs, conditions.style("cautious")))[0]), 0.0)))
+    assert kl(state.params) < 0.5 * kl(anchor)
+    assert 0 < float(diag["round_steps"]) <= 2 * 3 * 20  # 2 recorded episodes of 3 cars x 20 steps, nothing else

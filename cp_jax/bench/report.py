@@ -147,3 +147,62 @@ def table_iv(summary: list[dict]) -> str:
         lines.append(f"| {policy} | {split} | {style} | {m['score']:.2f} | {100 * m['at_fault']:.2f} | "
                      f"{100 * m['goal']:.1f} | {100 * m['timeout']:.1f} |")
     return "\n".join(lines)
+
+
+def method_of(policy: str) -> str:
+    """'counterplay_s2' -> 'counterplay': post-training runs are named METHOD_sSEED."""
+    head, sep, tail = policy.rpartition("_s")
+    return head if sep and tail.isdigit() else policy
+
+
+def _completed(records: list[dict], key: tuple[str, ...]) -> dict[tuple, str]:
+    return {tuple(r[k] for k in key): _outcome(r) for r in records}
+
+
+def method_tables(records: list[dict], regimes: list[str], reference: str, ego_style: str = "normal") -> str:
+    """Tables I and III over post-training seeds: a method's runs are the policies METHOD_sSEED
+    (method_of); each run's score (mean over pairs and benchmark seeds) per regime, then mean ± std
+    over its runs; Table III's retention / repair are computed per run against `reference` (the
+    anchor) episode by episode, then mean ± std over runs."""
+    from cp_jax.bench.episodes import REGIME_LABELS
+
+    kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
+    lines = [f"**Table I (methods)** — score (0–100), mean ± std over post-training seeds, ego style {ego_style}"]
+    for (split,), rs in _group(kept, ("split",)).items():
+        head = ["method", "runs", *[REGIME_LABELS.get(g, g) for g in regimes], "mean"]
+        lines += ["", f"*{split}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        by_method = collections.defaultdict(dict)
+        for (policy,), prs in _group(rs, ("policy",)).items():
+            by_method[method_of(policy)][policy] = {g: np.mean([r["score"] for r in prs if r["regime"] == g])
+                                                    for g in regimes}
+        for method, runs in by_method.items():
+            cells = [str(len(runs))]
+            for g in regimes:
+                vals = [run[g] for run in runs.values()]
+                cells.append(_pm(np.mean(vals), np.std(vals)))
+            means = [np.mean([run[g] for g in regimes]) for run in runs.values()]
+            cells.append(_pm(np.mean(means), np.std(means)))
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    key = ("split", "regime", "ego_style", "seed", "scene_id", "ego")
+    ref = _completed([r for r in kept if r["policy"] == reference], key)
+    kinds = ("completed", *FAILURES)
+    lines += ["", f"**Table III (methods)** — retention of `{reference}`'s completed episodes and repair of each "
+              "of its failure kinds (%), mean ± std over post-training seeds", "",
+              "| method | split | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 2)]
+    for (split,), rs in _group([r for r in kept if r["policy"] != reference], ("split",)).items():
+        per_method = collections.defaultdict(lambda: collections.defaultdict(list))
+        for (policy,), prs in _group(rs, ("policy",)).items():
+            matched = collections.defaultdict(lambda: [0, 0])
+            for r in prs:
+                k = tuple(r[x] for x in key)
+                if k in ref:
+                    matched[ref[k]][1] += 1
+                    matched[ref[k]][0] += int(bool(r["clean"]))
+            for kind in kinds:
+                done, total = matched[kind]
+                if total:
+                    per_method[method_of(policy)][kind].append(100 * done / total)
+        for method, vals in per_method.items():
+            cells = [_pm(np.mean(vals[k]), np.std(vals[k])) if vals[k] else "—" for k in kinds]
+            lines.append(f"| {method} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

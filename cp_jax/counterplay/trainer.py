@@ -27,7 +27,7 @@ from flax import serialization
 from cp_jax.counterplay import loop
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.io.checkpoints import Checkpointer
-from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl
+from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import saved
 from cp_jax.rl import ppo
@@ -142,7 +142,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         done, tree = restored
         state = serialization.from_state_dict(state, tree)
         writer.truncate_after(done)
-        _truncate_jsonl(os.path.join(workdir, "eval.jsonl"), done)
+        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "round", done)
         logging.info("resumed from round %d (%.0f agent-steps)", done, float(state.agent_steps))
 
     deploy = conditions.style(config.eval.style)
@@ -191,13 +191,6 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         logging.warning("diagnostics.png not written: %s", e)
     return dict(summary, params=state.params)
 
-
-def _truncate_jsonl(path: str, step: int) -> None:
-    """Drop eval lines written after round `step` (the resumed run writes them again)."""
-    if os.path.exists(path):
-        rows = [r for r in read_jsonl(path) if r["round"] <= step]
-        with open(path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
 
 
 def describe(setup: Setup) -> str:

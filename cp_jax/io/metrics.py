@@ -37,6 +37,14 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     return records
 
 
+def truncate_jsonl(path: str | os.PathLike, key: str, step: int) -> None:
+    """Drop the lines of a JSONL log whose `key` is after `step` (a resumed run writes them again)."""
+    if os.path.exists(path):
+        rows = [r for r in read_jsonl(path) if r[key] <= step]
+        with open(path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
 class MetricWriter:
     """Appends `{"step": step, **scalars}` lines to `<workdir>/metrics.jsonl` and scalars to `<workdir>/tb`."""
 

@@ -21,7 +21,7 @@ from absl import logging
 from flax import serialization
 
 from cp_jax.io.checkpoints import Checkpointer
-from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl
+from cp_jax.io.metrics import MetricWriter, Progress, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import networks, saved
 from cp_jax.rl import ppo
@@ -137,7 +137,7 @@ def train(config, workdir: str) -> dict[str, Any]:
         start, tree = restored
         runner = serialization.from_state_dict(runner, tree)
         writer.truncate_after(start)
-        _truncate_jsonl(os.path.join(workdir, "eval.jsonl"), start)
+        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start)
         logging.info("resumed from update %d", start)
 
     update = ppo.make_update(net, setup.ppo, setup.sim, params)
@@ -201,10 +201,3 @@ def _append_eval(workdir: str, update: int, agent_steps: float, result: dict) ->
     with open(os.path.join(workdir, "eval.jsonl"), "a") as f:
         f.write(json.dumps(dict(update=update, agent_steps=agent_steps, styles=result)) + "\n")
 
-
-def _truncate_jsonl(path: str, step: int) -> None:
-    """Drop eval lines written after `step` (they are re-made by the resumed run)."""
-    if os.path.exists(path):
-        rows = [r for r in read_jsonl(path) if r["update"] <= step]
-        with open(path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)

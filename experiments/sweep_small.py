@@ -1,0 +1,48 @@
+"""The CPU-scale comparison (issue #6's bar): every method x 3 post-training seeds from one anchor at
+the same budget, then the benchmark, then Tables I and III over seeds (and II / IV / V for the
+variants listed).
+
+    python -m launch.sweep --config=experiments/sweep_small.py --out=runs/sweep
+    python -m launch.sweep --config=experiments/sweep_small.py --config.variants="('counterplay','fixed10')" ...
+
+Each variant is an experiment file plus overrides (dotted keys); runs are named VARIANT_sSEED and
+land in OUT/runs/ (a finished run is not re-made: re-running the sweep resumes it).
+"""
+
+import ml_collections
+
+VARIANTS = {
+    # Table I / III: the method and its baselines.
+    "counterplay": ("counterplay", {}),
+    "ppo_continue": ("ppo_continue", {}),
+    "aggressive_distill": ("aggressive_distill", {}),
+    "cautious_distill": ("cautious_distill", {}),
+    # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
+    "no_backtrack": ("counterplay", {"counterplay.root_rule": "none"}),
+    "no_style": ("counterplay", {"counterplay.condition_search": False}),
+    "no_verify": ("counterplay", {"counterplay.verify_others": False, "counterplay.reverify": False}),
+    "no_deploy": ("counterplay", {"counterplay.deploy_distill": False}),
+    "fixed10": ("counterplay", {"counterplay.root_rule": "fixed", "counterplay.window": 10}),
+    "fixed50": ("counterplay", {"counterplay.root_rule": "fixed", "counterplay.window": 50}),
+    "value30": ("counterplay", {"counterplay.root_rule": "value", "counterplay.window": 30}),
+    # Table IV: deployment condition.
+    "deploy_halfway": ("counterplay", {"counterplay.deploy_style": "halfway", "eval.style": "halfway"}),
+    "deploy_aggressive": ("counterplay", {"counterplay.deploy_style": "aggressive", "eval.style": "aggressive"}),
+    # Table V: one style searched.
+    **{f"only_{s}": ("counterplay", {"counterplay.styles": (s,)})
+       for s in ("cautious", "cautious_normal", "normal", "normal_aggressive", "aggressive")},
+}
+
+
+def get_config() -> ml_collections.ConfigDict:
+    c = ml_collections.ConfigDict()
+    c.anchor = "assets/anchors/conditioned_small"
+    c.budget_frac = 0.05  # of the anchor's training transitions, every run
+    c.seeds = (0, 1, 2)
+    c.variants = ("counterplay", "ppo_continue", "aggressive_distill", "cautious_distill")
+    c.bench = ml_collections.ConfigDict(dict(
+        splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
+        pairs=200, procedural_scenes=60, procedural_seed=300_000, figures=4,
+        ppo_policy="assets/anchors/ppo_small", bc_policy="assets/anchors/smart_bc",
+    ))
+    return c

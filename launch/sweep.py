@@ -1,0 +1,96 @@
+"""Run every variant x seed of a sweep file, then the benchmark, then Tables I-III over seeds.
+
+    python -m launch.sweep --config=experiments/sweep_small.py --out=runs/sweep
+
+OUT/runs/VARIANT_sSEED: each post-training run (launch.post_train's outputs; finished runs are kept,
+so re-running resumes the sweep). OUT/bench: the benchmark of the anchor and every run
+(episodes.jsonl, summary.json, tables.md, figures). OUT/tables.md: Tables I and III with mean ± std
+over post-training seeds per variant (cp_jax.bench.report.method_tables).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+
+from absl import app, flags
+from ml_collections import config_flags
+
+flags.DEFINE_string("out", "runs/sweep", "output directory")
+config_flags.DEFINE_config_file(
+    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "sweep_small.py"),
+    "sweep file (ml_collections); override fields with --config.FIELD=VALUE",
+)
+FLAGS = flags.FLAGS
+
+
+def run_configs(config) -> dict[str, object]:
+    """{VARIANT_sSEED: post-training ConfigDict} for the sweep's variants and seeds."""
+    sweep = importlib.import_module("experiments.sweep_small")
+    unknown = set(config.variants) - set(sweep.VARIANTS)
+    if unknown:
+        raise ValueError(f"config.variants: unknown {sorted(unknown)}; known: {sorted(sweep.VARIANTS)}")
+    out = {}
+    for name in config.variants:
+        experiment, overrides = sweep.VARIANTS[name]
+        for seed in config.seeds:
+            c = importlib.import_module(f"experiments.{experiment}").get_config()
+            c.anchor, c.budget_frac, c.budget_steps, c.seed = config.anchor, config.budget_frac, 0, int(seed)
+            c.train.progress = False
+            for dotted, value in overrides.items():
+                section, field = dotted.split(".")
+                c[section][field] = value
+            out[f"{name}_s{seed}"] = c
+    return out
+
+
+def main(_):
+    from cp_jax.bench import episodes, report
+    from cp_jax.counterplay import trainer
+    from cp_jax.io.metrics import read_jsonl
+    from cp_jax.io.run_info import write_run_info
+    from cp_jax.policy import saved
+    from launch.evaluate import run_benchmark
+
+    config = FLAGS.config
+    runs = run_configs(config)
+    for c in runs.values():
+        trainer.resolve(c)  # validates every run before any work
+    b = config.bench
+    regimes = list(episodes.REGIMES) if list(b.regimes) == ["all"] else list(b.regimes)
+    write_run_info(FLAGS.out, config)
+    t0 = time.time()
+    for name, c in runs.items():
+        work = os.path.join(FLAGS.out, "runs", name)
+        if os.path.exists(os.path.join(work, "post_train.json")):
+            continue
+        print(f"[{time.time() - t0:6.0f}s] {name}", flush=True)
+        trainer.post_train(c, work)
+
+    print(f"[{time.time() - t0:6.0f}s] benchmark", flush=True)
+    egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
+    egos += [episodes.from_saved(n, saved.load(os.path.join(FLAGS.out, "runs", n, "policy"))) for n in runs]
+    traffic = {"anchor": episodes.from_saved("anchor", saved.load(config.anchor)),
+               "ppo": episodes.from_saved("ppo", saved.load(b.ppo_policy)),
+               "smart_bc": episodes.from_saved("smart_bc", saved.load(b.bc_policy))}
+    first = next(iter(runs.values()))
+    scenes = dict(kind="procedural", num_scenes=b.procedural_scenes, pairs=b.pairs, seed=b.procedural_seed,
+                  agents=first.scenes.agents, cache_dir=first.scenes.cache_dir)
+    bench = os.path.join(FLAGS.out, "bench")
+    # Figures: the anchor (left) beside the first run (right) where that run completes an anchor failure.
+    repaired = lambda clean: clean.get("anchor") is False and any(v for k, v in clean.items() if k != "anchor")  # noqa: E731
+    run_benchmark(egos, traffic, regimes, list(b.splits), list(b.ego_styles), b.seeds, bench, scenes,
+                  figures=b.figures, progress=False, figure_filter=repaired)
+    records = read_jsonl(os.path.join(bench, "episodes.jsonl"))
+    text = "\n\n".join(report.method_tables(records, regimes, "anchor", s) for s in b.ego_styles) + "\n"
+    with open(os.path.join(FLAGS.out, "tables.md"), "w") as f:
+        f.write(text)
+    print(text)
+    spent = {n: json.load(open(os.path.join(FLAGS.out, "runs", n, "post_train.json")))["agent_steps"] for n in runs}
+    print(json.dumps(dict(agent_steps=spent, total_s=round(time.time() - t0)), indent=1))
+
+
+if __name__ == "__main__":
+    app.run(main)
