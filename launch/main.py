@@ -43,7 +43,7 @@ def main(_):
     from cp_jax.counterplay import trainer
     from cp_jax.io.run_info import write_run_info
     from cp_jax.policy import saved
-    from launch.evaluate import run_benchmark
+    from cp_jax.bench.harness import run_benchmark
 
     config = FLAGS.config
     posts = _post_configs(config)

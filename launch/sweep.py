@@ -52,7 +52,7 @@ def main(_):
     from cp_jax.io.metrics import read_jsonl
     from cp_jax.io.run_info import write_run_info
     from cp_jax.policy import saved
-    from launch.evaluate import run_benchmark
+    from cp_jax.bench.harness import run_benchmark
 
     config = FLAGS.config
     runs = run_configs(config)

@@ -1,0 +1,105 @@
+"""The benchmark harness: every ego x split x ego style x regime x seed, one batched episode run each,
+then the summary, the tables and the figures (launch.evaluate, launch.main and launch.sweep call it).
+
+    summary = run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes, figures=4)
+
+Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
+scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
+(Tables I, III, IV), timing.json, and fig_*.png (Fig.-3-style, first two policies side by side).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+
+def run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes: dict, figures: int = 0,
+                  progress: bool = True, figure_filter=None) -> list[dict]:
+    """Every ego x split x ego style x regime x seed, one batched episode run each; writes --out's
+    files (module docstring) and returns the summary records. scenes: dict(kind="procedural",
+    num_scenes, pairs, seed, agents, cache_dir) or dict(kind="cache", path, manifests).
+    figure_filter(outcomes: {policy: clean}) -> bool picks the pairs drawn (default: outcomes differ)."""
+    import jax
+    from tqdm import tqdm
+
+    from cp_jax.bench import episodes, report, suite
+    from cp_jax.sim import conditions
+    from cp_jax.sim.types import SimConfig
+
+    os.makedirs(out, exist_ok=True)
+    t0 = time.time()
+    if scenes["kind"] == "procedural":
+        learned = [d.sim for d in [*egos, *traffic.values()] if d.sim is not None]
+        scene_cfg = learned[0] if learned else SimConfig(max_agents=16, obs_road=64, enable_idm=False)
+        st = suite.procedural_suite(scenes["num_scenes"], scenes["pairs"], scene_cfg, scenes["seed"],
+                                    scenes["agents"], cache_dir=scenes["cache_dir"])
+    else:
+        st = suite.cached_suite(scenes["path"], scenes["manifests"], splits)
+    cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
+    for name in splits:
+        sp = st.splits[name]
+        print(f"split {name}: {len(sp.pairs)} pairs" + (f" ({sp.warning})" if sp.warning else ""))
+    t_scenes = time.time() - t0
+
+    jobs = [(e, s, style, r, seed) for e in egos for s in splits for style in ego_styles
+            for r in regimes for seed in range(seeds)]
+    records, keep = [], {}
+    fig_regime = "normal" if "normal" in regimes else regimes[0]
+    t1 = time.time()
+    with open(os.path.join(out, "episodes.jsonl"), "w") as f:
+        for ego, split, style, regime, seed in tqdm(jobs, disable=not progress, desc="episodes batches"):
+            sp = st.splits[split]
+            res = episodes.run(ego, regime, traffic, st.bank, sp.scene, sp.ego, conditions.STYLES[style], seed, cfg)
+            for i, pair in enumerate(sp.pairs):
+                rec = dict(policy=ego.name, split=split, regime=regime, ego_style=style, seed=seed,
+                           scene_id=pair.scene_id, ego=int(pair.ego))
+                rec.update({k: (bool(v[i]) if v.dtype == bool else float(v[i])) for k, v in res.metrics.items()})
+                records.append(rec)
+                f.write(json.dumps(rec) + "\n")
+            if (regime, seed, style) == (fig_regime, 0, ego_styles[0]) and figures:
+                keep[(ego.name, split)] = jax.device_get(res.record)
+    t_run = time.time() - t1
+
+    summary = report.summarise(records)
+    report.write_summary(summary, os.path.join(out, "summary.json"), os.path.join(out, "summary.csv"))
+    tables = [report.table_i(records, regimes, s) for s in ego_styles]
+    tables += [report.table_iii(records, egos[0].name), report.table_iv(summary)]
+    text = "\n\n".join(tables) + "\n"
+    with open(os.path.join(out, "tables.md"), "w") as f:
+        f.write(text)
+    print(text)
+    if figures:
+        _figures(st, egos, keep, records, fig_regime, splits[0], out, figures, figure_filter)
+    timing = dict(scenes_s=round(t_scenes, 2), episodes_s=round(t_run, 2), total_s=round(time.time() - t0, 2),
+                  batches=len(jobs), episodes=len(records), device=str(jax.devices()[0]))
+    with open(os.path.join(out, "timing.json"), "w") as f:
+        json.dump(timing, f)
+    print(json.dumps(timing))
+    return summary
+
+
+def _figures(st, egos, keep, records, regime, split, out, count, figure_filter=None):
+    """Pairs of `split` picked by figure_filter (default: the first two policies' outcomes differ),
+    then any pairs; the first two policies side by side."""
+    import numpy as np
+
+    from cp_jax.bench import figures
+    from cp_jax.sim import env
+
+    shown = [e.name for e in egos[:2]]
+    wanted = figure_filter or (lambda clean: len(set(clean.values())) >= 2)
+    outcome = {}
+    for r in records:
+        if r["split"] == split and r["regime"] == regime and r["seed"] == 0 and r["policy"] in shown:
+            outcome.setdefault((r["scene_id"], r["ego"]), {})[r["policy"]] = r["clean"]
+    pairs = st.splits[split].pairs
+    order = sorted(range(len(pairs)), key=lambda i: not wanted(outcome.get((pairs[i].scene_id, pairs[i].ego), {})))
+    for n, i in enumerate(order[:count]):
+        p = pairs[i]
+        recs = [{k: np.asarray(v[i]) for k, v in keep[(name, split)].__dict__.items()} for name in shown]
+        path = os.path.join(out, f"fig_{n:02d}_{p.scene_id}_ego{p.ego}.png")
+        scenario = env.take_scenario(st.bank, int(st.splits[split].scene[i]))
+        title = f"{split} · {regime} traffic · {p.scene_id} ego {p.ego}"
+        figures.side_by_side(path, scenario, recs, int(p.ego), shown, title)
