@@ -40,10 +40,10 @@ def _post_configs(config):
 
 def main(_):
     from cp_jax.bench import episodes
+    from cp_jax.bench.harness import run_benchmark
     from cp_jax.counterplay import trainer
     from cp_jax.io.run_info import write_run_info
     from cp_jax.policy import saved
-    from cp_jax.bench.harness import run_benchmark
 
     config = FLAGS.config
     posts = _post_configs(config)

@@ -48,11 +48,11 @@ def run_configs(config) -> dict[str, object]:
 
 def main(_):
     from cp_jax.bench import episodes, report
+    from cp_jax.bench.harness import run_benchmark
     from cp_jax.counterplay import trainer
     from cp_jax.io.metrics import read_jsonl
     from cp_jax.io.run_info import write_run_info
     from cp_jax.policy import saved
-    from cp_jax.bench.harness import run_benchmark
 
     config = FLAGS.config
     runs = run_configs(config)

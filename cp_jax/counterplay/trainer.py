@@ -9,6 +9,7 @@ Methods (config.method), every one charged the same way (POLICY agent-steps simu
     aggressive_distill  the anchor under the aggressive style distilled into the deployment condition
     cautious_distill    the same with the cautious style (no search, no verification)
     ppo_continue        more self-play PPO from the anchor's parameters (cp_jax.rl.ppo)
+    ppo_rewind          PPO whose episodes restart from backtracked states of failed episodes (rewind.py)
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 from absl import logging
 from flax import serialization
 
-from cp_jax.counterplay import loop
+from cp_jax.counterplay import loop, rewind
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl, truncate_jsonl
@@ -34,7 +35,8 @@ from cp_jax.rl import ppo
 from cp_jax.rl.trainer import config_fields
 from cp_jax.sim import conditions, types
 
-METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue")
+METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind")
+PPO_METHODS = ("ppo_continue", "ppo_rewind")
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT_ROUND"  # tests only: SIGKILL this process right after that round
 
 
@@ -74,14 +76,14 @@ def resolve(config) -> Setup:
     else:
         raise ValueError(f"config.budget_frac must be in (0, 1] (or set config.budget_steps), got {config.budget_frac}")
     cp_cfg = ppo_cfg = None
-    if config.method == "ppo_continue":
+    if config.method in PPO_METHODS:
         if not anchor.net.cfg.condition and config.ppo.conditioned:
             raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
         ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"))
         ppo_cfg.validate(anchor.sim)
-    else:
+    if config.method == "ppo_rewind" or config.method not in PPO_METHODS:
         fields = config_fields(CounterPlayConfig, config.counterplay, "counterplay")
-        if config.method != "counterplay":
+        if config.method.endswith("_distill"):
             fields.update(method="style_distill", teacher_style=config.method.split("_")[0])
         cp_cfg = CounterPlayConfig(**fields)
     conditions.style(config.eval.style)
@@ -122,8 +124,11 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     params = types.default_params()
     key = jax.random.PRNGKey(config.seed)
 
-    if setup.method == "ppo_continue":
-        update = ppo.make_update(anchor.net, setup.ppo, sim, params)
+    if setup.method in PPO_METHODS:
+        if setup.method == "ppo_rewind":
+            update = rewind.make_step(anchor.net, setup.counterplay, setup.ppo, sim, params)
+        else:
+            update = ppo.make_update(anchor.net, setup.ppo, sim, params)
         runner = ppo.init(anchor.net, setup.ppo, sim, key, bank)
         state = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(setup.ppo).init(anchor.params))
         step_fn = lambda s: update(s, bank)  # noqa: E731
