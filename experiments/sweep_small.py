@@ -16,6 +16,7 @@ VARIANTS = {
     "counterplay": ("counterplay", {}),
     "ppo_continue": ("ppo_continue", {}),
     "ppo_rewind": ("ppo_rewind", {}),
+    "ppo_opponent": ("ppo_opponent", {}),
     "aggressive_distill": ("aggressive_distill", {}),
     "cautious_distill": ("cautious_distill", {}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
@@ -40,7 +41,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.anchor = "assets/anchors/conditioned_small"
     c.budget_frac = 0.05  # of the anchor's training transitions, every run
     c.seeds = (0, 1, 2)
-    c.variants = ("counterplay", "ppo_continue", "ppo_rewind", "aggressive_distill", "cautious_distill")
+    c.variants = ("counterplay", "ppo_continue", "ppo_rewind", "ppo_opponent", "aggressive_distill",
+                  "cautious_distill")
     c.bench = ml_collections.ConfigDict(dict(
         splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
         pairs=200, procedural_scenes=60, procedural_seed=300_000, figures=4,

@@ -190,3 +190,21 @@ def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():
         p, networks.with_condition(obs, conditions.style("cautious")))[0]), 0.0)))
     assert kl(state.params) < 0.5 * kl(anchor)
     assert 0 < float(diag["round_steps"]) <= 2 * 3 * 20  # 2 recorded episodes of 3 cars x 20 steps, nothing else
+
+
+def test_ppo_rewind_restarts_envs_from_failure_roots():
+    """PPO-Rewind: the cautious keep-going cars all time out (t_fail 20); with a fixed rewind of 8
+    decisions every PPO env restarts at step 12 of a recorded episode, conditions unchanged."""
+    from cp_jax.counterplay import rewind
+    from cp_jax.rl import ppo
+
+    bank, net = _bank(), networks.ActorCritic(NET)
+    params = _keep_going_params()
+    cfg = CounterPlayConfig(num_envs=2, record_style="cautious", root_rule="fixed", window=8)
+    ppo_cfg = ppo.PPOConfig(num_envs=3, rollout_steps=5, num_minibatches=1, sample_capacity=1.0)
+    runner = ppo.init(net, ppo_cfg, SIM, jax.random.PRNGKey(0), bank).replace(params=params)
+    out, rewound = rewind.make_rewind(net, cfg, ppo_cfg, SIM, types.default_params())(runner, bank)
+    assert int(rewound) == 3
+    np.testing.assert_array_equal(out.env.t, [12, 12, 12])
+    np.testing.assert_allclose(out.env.cond[:, :3], np.broadcast_to(conditions.style("cautious"), (3, 3, 10)))
+    assert float(out.agent_steps) == 2 * 3 * 20  # the record: 2 episodes x 3 cars x 20 steps

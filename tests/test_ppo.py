@@ -12,7 +12,7 @@ import pytest
 from cp_jax.policy import networks
 from cp_jax.rl import ppo
 from cp_jax.scenarios.bank import make_bank
-from cp_jax.sim import conditions, types
+from cp_jax.sim import conditions, env, types
 from tests.worlds import straight_road
 
 SIM = types.SimConfig(
@@ -198,3 +198,24 @@ def test_style_frac_mixes_named_styles_into_sampled_conditions():
     assert np.all(np.any(np.all(np.isclose(everyone[..., None, :], styles), -1), -1))
     with pytest.raises(ValueError, match="style_frac"):
         _cfg(style_frac=1.5).validate(SIM)
+
+
+def test_opponents_act_from_their_own_parameters_and_stay_out_of_the_loss():
+    """PPO-Opponent: OTHER_POLICY agents take the opponent's actions and are never samples."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    cfg = _cfg(opponent_frac=0.5)
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
+    p = runner.params["params"]
+    hard_brake = 0 * 13 + 6  # accel -4, steer 0
+    opp = {"params": dict(p, actor=dict(p["actor"], bias=p["actor"]["bias"].at[hard_brake].add(50.0)))}
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    *_, batch = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes, opp)
+    ctrl = np.asarray(runner.env.controller)  # [B, A] the first step's controllers
+    other, mine = ctrl == types.OTHER_POLICY, ctrl == types.POLICY
+    assert other.any() and mine.any()
+    acting = np.asarray(batch.obs.ego[0].any(-1))
+    assert np.all(np.asarray(batch.action[0])[other & acting] == hard_brake)
+    assert not np.any(np.asarray(batch.valid[0])[other])  # never a sample while driven by the opponent
+    assert np.asarray(batch.valid[0])[mine & acting].all()
+    with pytest.raises(ValueError, match="opponent"):
+        ppo.make_update(net, cfg, SIM, types.default_params())(runner, bank)

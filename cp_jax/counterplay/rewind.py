@@ -23,10 +23,10 @@ from cp_jax.rl import ppo
 from cp_jax.sim.types import Scenario, SimConfig, SimParams
 
 
-def make_step(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PPOConfig, sim: SimConfig,
-              params: SimParams):
-    """step(runner, bank) -> (runner, stats): rewind PPO's envs to failure roots, then one update."""
-    update = ppo.make_update(net, ppo_cfg, sim, params)
+def make_rewind(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PPOConfig, sim: SimConfig,
+                params: SimParams):
+    """The jitted rewind(runner, bank) -> (runner, envs rewound): record, pick failures, put their
+    roots in PPO's envs (the record's agent-steps added to runner.agent_steps)."""
     b = ppo_cfg.num_envs
     if b > cfg.num_envs * sim.max_agents:
         raise ValueError(f"PPOConfig.num_envs ({b}) exceeds the tasks a record holds "
@@ -47,6 +47,15 @@ def make_step(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PP
             ep_return=jnp.where(use[:, None], 0.0, runner.ep_return), key=key,
             agent_steps=runner.agent_steps + rec.agent_steps,
         ), use.sum()
+
+    return rewind
+
+
+def make_step(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PPOConfig, sim: SimConfig,
+              params: SimParams):
+    """step(runner, bank) -> (runner, stats): rewind PPO's envs to failure roots, then one update."""
+    rewind = make_rewind(net, cfg, ppo_cfg, sim, params)
+    update = ppo.make_update(net, ppo_cfg, sim, params)
 
     def step(runner: ppo.Runner, bank: Scenario):
         runner, rewound = rewind(runner, bank)

@@ -10,6 +10,7 @@ Methods (config.method), every one charged the same way (POLICY agent-steps simu
     cautious_distill    the same with the cautious style (no search, no verification)
     ppo_continue        more self-play PPO from the anchor's parameters (cp_jax.rl.ppo)
     ppo_rewind          PPO whose episodes restart from backtracked states of failed episodes (rewind.py)
+    ppo_opponent        PPO with a share of agents driven by past snapshots, excluded from the loss (rl/opponent.py)
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import saved
-from cp_jax.rl import ppo
+from cp_jax.rl import opponent, ppo
 from cp_jax.rl.trainer import config_fields
 from cp_jax.sim import conditions, types
 
-METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind")
-PPO_METHODS = ("ppo_continue", "ppo_rewind")
+METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind", "ppo_opponent")
+PPO_METHODS = ("ppo_continue", "ppo_rewind", "ppo_opponent")
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT_ROUND"  # tests only: SIGKILL this process right after that round
 
 
@@ -81,6 +82,10 @@ def resolve(config) -> Setup:
             raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
         ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"))
         ppo_cfg.validate(anchor.sim)
+        if (config.method == "ppo_opponent") != (ppo_cfg.opponent_frac > 0):
+            raise ValueError("config.ppo.opponent_frac: > 0 for ppo_opponent (and only for it)")
+        if config.method == "ppo_opponent" and (config.opponent.pool_size < 1 or config.opponent.pool_every < 1):
+            raise ValueError("config.opponent.pool_size and pool_every must be >= 1")
     if config.method == "ppo_rewind" or config.method not in PPO_METHODS:
         fields = config_fields(CounterPlayConfig, config.counterplay, "counterplay")
         if config.method.endswith("_distill"):
@@ -127,10 +132,13 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     if setup.method in PPO_METHODS:
         if setup.method == "ppo_rewind":
             update = rewind.make_step(anchor.net, setup.counterplay, setup.ppo, sim, params)
-        else:
+        elif setup.method == "ppo_continue":
             update = ppo.make_update(anchor.net, setup.ppo, sim, params)
         runner = ppo.init(anchor.net, setup.ppo, sim, key, bank)
         state = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(setup.ppo).init(anchor.params))
+        if setup.method == "ppo_opponent":
+            update = opponent.make_step(anchor.net, setup.ppo, sim, params, config.opponent.pool_every)
+            state = opponent.init(state, config.opponent.pool_size)
         step_fn = lambda s: update(s, bank)  # noqa: E731
         styles: tuple[str, ...] = ()
     else:

@@ -70,6 +70,9 @@ class PPOConfig:
     # goal radius) instead of a uniform sample (0: DESIGN's uniform sampling only).
     style_frac: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
+    # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
+    # (controller OTHER_POLICY), excluded from every loss and statistic.
+    opponent_frac: float = 0.0
 
     def validate(self, sim: SimConfig) -> None:
         """Raise ValueError naming the field for inconsistent settings."""
@@ -94,6 +97,8 @@ class PPOConfig:
         if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
             raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
         conditions.style(self.fixed_style)  # raises for an unknown style
+        if not 0.0 <= self.opponent_frac < 1.0:
+            raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         low, high = self.goal_radius_range
@@ -170,15 +175,34 @@ def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) ->
     return jnp.broadcast_to(conditions.style(cfg.fixed_style), (*shape, types.COND_DIM))
 
 
+def episode_controllers(key: jax.Array, cfg: PPOConfig, sim: SimConfig) -> jax.Array | None:
+    """[B, A] controller ids for fresh episodes: OTHER_POLICY for a share cfg.opponent_frac of the
+    agents, POLICY for the rest; None (everyone POLICY, no key used) without opponents."""
+    if cfg.opponent_frac <= 0.0:
+        return None
+    shape = (cfg.num_envs, sim.max_agents)
+    return jnp.where(jax.random.uniform(key, shape) < cfg.opponent_frac, types.OTHER_POLICY, types.POLICY)
+
+
+def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller, sim: SimConfig) -> SimState:
+    if controller is None:
+        return jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, keys, cond)
+    return jax.vmap(lambda sc, k, c, ctrl: env.reset(sc, k, c, sim, ctrl))(scenes, keys, cond, controller)
+
+
 def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
     """Fresh episodes: B random scenes of the bank, per-agent conditions. -> (SimState [B], idx [B])."""
     k_idx, k_cond, k_env = jax.random.split(key, 3)
     n = jax.tree.leaves(bank)[0].shape[0]
     idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
     cond = sample_conditions(k_cond, (cfg.num_envs, sim.max_agents), cfg)
+    controller = None
+    if cfg.opponent_frac > 0.0:
+        k_env, k_ctrl = jax.random.split(k_env)
+        controller = episode_controllers(k_ctrl, cfg, sim)
     keys = jax.random.split(k_env, cfg.num_envs)
-    state = jax.vmap(lambda i, k, c: env.reset(env.take_scenario(bank, i), k, c, sim))(idx, keys, cond)
-    return state, idx
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx)
+    return _reset_batch(scenes, keys, cond, controller, sim), idx
 
 
 def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario) -> Runner:
@@ -228,8 +252,9 @@ OUTCOME_KEYS = tuple(metrics.OUTCOMES)
 
 
 def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
-    """Returns `rollout(runner, scenes [B]) -> (state, carry, ep_return, totals, key, Batch [T, B, A])`:
-    rollout_steps of observe -> policy -> step for every env, restarting finished envs."""
+    """Returns `rollout(runner, scenes [B], opponent=None) -> (state, carry, ep_return, totals, key,
+    Batch [T, B, A])`: rollout_steps of observe -> policy -> step for every env, restarting finished
+    envs; OTHER_POLICY agents act from the opponent parameters (feed-forward)."""
     observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
     shape = (cfg.num_envs, sim.max_agents)
 
@@ -237,10 +262,14 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
         """Envs where done [B] restart their scene from frame 0 with fresh conditions and keys."""
         k_cond, k_env = jax.random.split(key)
         cond = sample_conditions(k_cond, shape, cfg)
-        fresh = jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, jax.random.split(k_env, cfg.num_envs), cond)
+        controller = None
+        if cfg.opponent_frac > 0.0:
+            k_env, k_ctrl = jax.random.split(k_env)
+            controller = episode_controllers(k_ctrl, cfg, sim)
+        fresh = _reset_batch(scenes, jax.random.split(k_env, cfg.num_envs), cond, controller, sim)
         return jax.tree.map(lambda f, s: jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s), fresh, state)
 
-    def rollout(runner: Runner, scenes: Scenario):
+    def rollout(runner: Runner, scenes: Scenario, opponent=None):
         p = runner.params
 
         def body(c, _):
@@ -248,6 +277,9 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
             key, k_act, k_reset = jax.random.split(key, 3)
             obs = observe(state, scenes)
             logits, value, new_carry = net.apply(p, obs, carry)
+            if opponent is not None:
+                other = (state.controller == types.OTHER_POLICY)[..., None]
+                logits = jnp.where(other, net.apply(opponent, obs, carry)[0], logits)
             action = dist.sample(k_act, logits)
             nxt, out = jax.vmap(lambda s, a, sc: env.step(s, a, sc, params, sim))(state, action, scenes)
             policy = state.controller == types.POLICY
@@ -291,7 +323,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
 
 
 def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
-    """Returns the jitted `update(runner, bank) -> (runner, metrics)`."""
+    """Returns the jitted `update(runner, bank, opponent=None) -> (runner, metrics)`; opponent:
+    the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0)."""
     cfg.validate(sim)
     optimizer = make_optimizer(cfg)
     observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
@@ -353,9 +386,11 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         return data, ok.sum() - data[3].astype(bool).sum()
 
     @jax.jit
-    def update(runner: Runner, bank: Scenario):
+    def update(runner: Runner, bank: Scenario, opponent=None):
+        if cfg.opponent_frac > 0.0 and opponent is None:
+            raise ValueError("PPOConfig.opponent_frac > 0: pass the opponent's parameters to update")
         scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-        state, carry, ep_return, totals, key, batch = rollout(runner, scenes)
+        state, carry, ep_return, totals, key, batch = rollout(runner, scenes, opponent)
         _, last_value, _ = net.apply(runner.params, observe(state, scenes), carry)
         adv, ret = gae(batch.reward, batch.value, batch.terminated, batch.truncated, batch.boot_value,
                        last_value, cfg.gamma, cfg.gae_lambda)
