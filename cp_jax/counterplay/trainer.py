@@ -154,9 +154,11 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     if restored is not None:
         done, tree = restored
         state = serialization.from_state_dict(state, tree)
-        writer.truncate_after(done)
-        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "round", done)
         logging.info("resumed from round %d (%.0f agent-steps)", done, float(state.agent_steps))
+    # Logs hold exactly the steps before the restored one (none when starting afresh): a resumed
+    # or re-started run writes the rest again.
+    writer.truncate_after(done)
+    truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "round", done if restored is not None else -1)
 
     deploy = conditions.style(config.eval.style)
 

@@ -136,9 +136,11 @@ def train(config, workdir: str) -> dict[str, Any]:
     if restored is not None:
         start, tree = restored
         runner = serialization.from_state_dict(runner, tree)
-        writer.truncate_after(start)
-        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start)
         logging.info("resumed from update %d", start)
+    # Logs hold exactly the steps before the restored one (none when starting afresh): a resumed
+    # or re-started run writes the rest again.
+    writer.truncate_after(start)
+    truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
 
     update = ppo.make_update(net, setup.ppo, setup.sim, params)
     total = config.train.total_updates
