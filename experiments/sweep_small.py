@@ -17,6 +17,7 @@ VARIANTS = {
     "ppo_continue": ("ppo_continue", {}),
     "ppo_rewind": ("ppo_rewind", {}),
     "ppo_opponent": ("ppo_opponent", {}),
+    "spiced": ("spiced", {}),
     "aggressive_distill": ("aggressive_distill", {}),
     "cautious_distill": ("cautious_distill", {}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
@@ -41,7 +42,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.anchor = "assets/anchors/conditioned_small"
     c.budget_frac = 0.05  # of the anchor's training transitions, every run
     c.seeds = (0, 1, 2)
-    c.variants = ("counterplay", "ppo_continue", "ppo_rewind", "ppo_opponent", "aggressive_distill",
+    c.variants = ("counterplay", "ppo_continue", "ppo_rewind", "ppo_opponent", "spiced", "aggressive_distill",
                   "cautious_distill")
     c.bench = ml_collections.ConfigDict(dict(
         splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,

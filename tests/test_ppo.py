@@ -219,3 +219,22 @@ def test_opponents_act_from_their_own_parameters_and_stay_out_of_the_loss():
     assert np.asarray(batch.valid[0])[mine & acting].all()
     with pytest.raises(ValueError, match="opponent"):
         ppo.make_update(net, cfg, SIM, types.default_params())(runner, bank)
+
+
+def test_human_regularisation_pulls_the_policy_to_logged_actions():
+    """SPICED-style: with bc_coef > 0 the update also lowers the NLL of the logged actions it is given."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    cfg = _cfg(bc_coef=1.0, lr=1e-2)
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
+    state = jax.tree.map(lambda x: x[0], runner.env)
+    obs = env.observe(state, env.take_scenario(bank, runner.scene_idx[0]), SIM)
+    brake = jnp.full((SIM.max_agents,), 0 * 13 + 6, jnp.int32)
+    human = (obs, brake, networks.live(obs).astype(jnp.float32))
+    update = ppo.make_update(net, cfg, SIM, types.default_params())
+    nll = []
+    for _ in range(3):
+        runner, stats = update(runner, bank, human=human)
+        nll.append(float(stats["human_nll"]))
+    assert nll[-1] < nll[0] - 0.5
+    with pytest.raises(ValueError, match="bc_coef"):
+        update(runner, bank)

@@ -11,6 +11,7 @@ Methods (config.method), every one charged the same way (POLICY agent-steps simu
     ppo_continue        more self-play PPO from the anchor's parameters (cp_jax.rl.ppo)
     ppo_rewind          PPO whose episodes restart from backtracked states of failed episodes (rewind.py)
     ppo_opponent        PPO with a share of agents driven by past snapshots, excluded from the loss (rl/opponent.py)
+    spiced              PPO + bc_coef x NLL of tracked log actions (human-regularised, rl/spiced.py)
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import saved
-from cp_jax.rl import opponent, ppo
+from cp_jax.rl import opponent, ppo, spiced
 from cp_jax.rl.trainer import config_fields
 from cp_jax.sim import conditions, types
 
-METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind", "ppo_opponent")
-PPO_METHODS = ("ppo_continue", "ppo_rewind", "ppo_opponent")
+METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind", "ppo_opponent",
+           "spiced")
+PPO_METHODS = ("ppo_continue", "ppo_rewind", "ppo_opponent", "spiced")
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT_ROUND"  # tests only: SIGKILL this process right after that round
 
 
@@ -86,6 +88,10 @@ def resolve(config) -> Setup:
             raise ValueError("config.ppo.opponent_frac: > 0 for ppo_opponent (and only for it)")
         if config.method == "ppo_opponent" and (config.opponent.pool_size < 1 or config.opponent.pool_every < 1):
             raise ValueError("config.opponent.pool_size and pool_every must be >= 1")
+        if (config.method == "spiced") != (ppo_cfg.bc_coef > 0):
+            raise ValueError("config.ppo.bc_coef: > 0 for spiced (and only for it)")
+        if config.method == "spiced" and (config.human.batch < 1 or config.human.stride < 1):
+            raise ValueError("config.human.batch and config.human.stride must be >= 1")
     if config.method == "ppo_rewind" or config.method not in PPO_METHODS:
         fields = config_fields(CounterPlayConfig, config.counterplay, "counterplay")
         if config.method.endswith("_distill"):
@@ -139,6 +145,10 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         if setup.method == "ppo_opponent":
             update = opponent.make_step(anchor.net, setup.ppo, sim, params, config.opponent.pool_every)
             state = opponent.init(state, config.opponent.pool_size)
+        if setup.method == "spiced":
+            human = spiced.human_data(bank, params, sim, jax.random.PRNGKey(config.seed), config.human.stride)
+            logging.info("spiced: %d logged samples", int(human.action.shape[0]))
+            update = spiced.make_step(anchor.net, setup.ppo, sim, params, human, config.human.batch)
         step_fn = lambda s: update(s, bank)  # noqa: E731
         styles: tuple[str, ...] = ()
     else:

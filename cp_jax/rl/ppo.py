@@ -73,6 +73,9 @@ class PPOConfig:
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
     opponent_frac: float = 0.0
+    # SPICED-style human regularisation: + bc_coef x NLL of logged (tracked) actions on a batch
+    # passed to `update` (cp_jax.rl.bc labels), in every minibatch step.
+    bc_coef: float = 0.0
 
     def validate(self, sim: SimConfig) -> None:
         """Raise ValueError naming the field for inconsistent settings."""
@@ -97,6 +100,8 @@ class PPOConfig:
         if self.lr <= 0 or self.clip_eps <= 0 or self.max_grad_norm <= 0:
             raise ValueError("PPOConfig.lr, clip_eps and max_grad_norm must be > 0")
         conditions.style(self.fixed_style)  # raises for an unknown style
+        if not self.bc_coef >= 0.0:
+            raise ValueError(f"PPOConfig.bc_coef must be >= 0, got {self.bc_coef}")
         if not 0.0 <= self.opponent_frac < 1.0:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
@@ -323,15 +328,16 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
 
 
 def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
-    """Returns the jitted `update(runner, bank, opponent=None) -> (runner, metrics)`; opponent:
-    the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0)."""
+    """Returns the jitted `update(runner, bank, opponent=None, human=None) -> (runner, metrics)`;
+    opponent: the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0);
+    human: (Obs [M], action [M], weight [M]) logged driving for the bc_coef term (when > 0)."""
     cfg.validate(sim)
     optimizer = make_optimizer(cfg)
     observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
     shape = (cfg.num_envs, sim.max_agents)
     rollout = make_rollout(net, cfg, sim, params)
 
-    def loss_fn(p, mb: Batch, adv, ret, weight):
+    def loss_fn(p, mb: Batch, adv, ret, weight, human=None):
         logits, value, _ = net.apply(p, mb.obs, mb.carry)
         logp = dist.log_prob(logits, mb.action)
         log_ratio = logp - mb.logp
@@ -347,15 +353,21 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         ent = dist.entropy(logits)
         pg_loss, v_loss, ent = jnp.sum(w * pg), jnp.sum(w * v_loss), jnp.sum(w * ent)
         total = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * ent
-        stats = dict(
+        bc_stats = {}
+        if human is not None:  # (obs [M], action [M], weight [M]) of logged driving
+            h_logits = net.apply(p, human[0])[0]
+            nll = jnp.sum(-dist.log_prob(h_logits, human[1]) * human[2]) / jnp.maximum(human[2].sum(), 1.0)
+            total = total + cfg.bc_coef * nll
+            bc_stats = dict(human_nll=nll)
+        stats = dict(**bc_stats,
             policy_loss=pg_loss, value_loss=v_loss, entropy=ent,
             approx_kl=jnp.sum(w * ((ratio - 1.0) - log_ratio)),
             clip_frac=jnp.sum(w * (jnp.abs(ratio - 1.0) > cfg.clip_eps)),
         )
         return total, stats
 
-    def epochs(runner: Runner, data, key):
-        """data: (Batch, adv, ret, weight) flattened to [K, ...] samples."""
+    def epochs(runner: Runner, data, key, human=None):
+        """data: (Batch, adv, ret, weight) flattened to [K, ...] samples; human: logged-action batch or None."""
         n, m = data[1].shape[0], cfg.num_minibatches
 
         def epoch(c, k):
@@ -364,7 +376,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
 
             def minibatch(c2, mb):
                 p2, o2 = c2
-                (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p2, *mb)
+                (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p2, *mb, human)
                 updates, o2 = optimizer.update(grads, o2, p2)
                 stats["grad_norm"] = optax.tree.norm(grads)
                 return (optax.apply_updates(p2, updates), o2), stats
@@ -386,9 +398,11 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         return data, ok.sum() - data[3].astype(bool).sum()
 
     @jax.jit
-    def update(runner: Runner, bank: Scenario, opponent=None):
+    def update(runner: Runner, bank: Scenario, opponent=None, human=None):
         if cfg.opponent_frac > 0.0 and opponent is None:
             raise ValueError("PPOConfig.opponent_frac > 0: pass the opponent's parameters to update")
+        if (cfg.bc_coef > 0.0) != (human is not None):
+            raise ValueError("PPOConfig.bc_coef > 0 needs update(..., human=(obs, action, weight)), and only then")
         scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
         state, carry, ep_return, totals, key, batch = rollout(runner, scenes, opponent)
         _, last_value, _ = net.apply(runner.params, observe(state, scenes), carry)
@@ -405,7 +419,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
 
         key, k_compact, k_epochs, k_scene = jax.random.split(key, 4)
         data, dropped = compact(batch, adv, ret, weight, k_compact)
-        new_params, opt_state, stats = epochs(runner, data, k_epochs)
+        new_params, opt_state, stats = epochs(runner, data, k_epochs, human)
 
         # Rollout statistics over valid samples.
         v_mask = valid.astype(jnp.float32)
