@@ -22,7 +22,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.ppo_continue = ppo_continue.get_config()
     c.bench = ml_collections.ConfigDict(dict(
         splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
-        pairs=100, procedural_scenes=60, procedural_seed=300_000, figures=4,
+        pairs=200, procedural_scenes=60, procedural_seed=300_000, figures=4,
         ppo_policy="assets/anchors/ppo_small", bc_policy="assets/anchors/smart_bc",
     ))
     return c
