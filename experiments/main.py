@@ -2,7 +2,7 @@
 PPO-Continue at the same small budget, then benchmark anchor vs both on procedural splits.
 
     python -m launch.main --out=runs/main
-    python -m launch.main --out=runs/main --config.budget_frac=0.02 --config.bench.pairs=200
+    python -m launch.main --out=runs/main --config.budget_frac=0.02 --config.bench.pairs=100
 
 `counterplay` and `ppo_continue` are the two post-training experiments (experiments/counterplay.py,
 experiments/ppo_continue.py); budget_frac, seed and anchor here override both.
