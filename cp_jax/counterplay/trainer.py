@@ -118,6 +118,23 @@ def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def _ppo_method(setup: Setup, config, bank, params, key):
+    """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor."""
+    anchor, sim, cfg = setup.anchor, setup.anchor.sim, setup.ppo
+    runner = ppo.init(anchor.net, cfg, sim, key, bank)
+    runner = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(cfg).init(anchor.params))
+    if setup.method == "ppo_continue":
+        return runner, ppo.make_update(anchor.net, cfg, sim, params)
+    if setup.method == "ppo_rewind":
+        return runner, rewind.make_step(anchor.net, setup.counterplay, cfg, sim, params)
+    if setup.method == "ppo_opponent":
+        return (opponent.init(runner, config.opponent.pool_size),
+                opponent.make_step(anchor.net, cfg, sim, params, config.opponent.pool_every))
+    human = spiced.human_data(bank, params, sim, jax.random.PRNGKey(config.seed), config.human.stride)
+    logging.info("spiced: %d logged samples", int(human.action.shape[0]))
+    return runner, spiced.make_step(anchor.net, cfg, sim, params, human, config.human.batch)
+
+
 def post_train(config, workdir: str) -> dict[str, Any]:
     """Post-train the anchor per config in workdir; the result goes to workdir/policy (cp_jax.policy.saved).
     Returns {"rounds", "agent_steps", "final_eval", "params"}."""
@@ -136,19 +153,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     key = jax.random.PRNGKey(config.seed)
 
     if setup.method in PPO_METHODS:
-        if setup.method == "ppo_rewind":
-            update = rewind.make_step(anchor.net, setup.counterplay, setup.ppo, sim, params)
-        elif setup.method == "ppo_continue":
-            update = ppo.make_update(anchor.net, setup.ppo, sim, params)
-        runner = ppo.init(anchor.net, setup.ppo, sim, key, bank)
-        state = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(setup.ppo).init(anchor.params))
-        if setup.method == "ppo_opponent":
-            update = opponent.make_step(anchor.net, setup.ppo, sim, params, config.opponent.pool_every)
-            state = opponent.init(state, config.opponent.pool_size)
-        if setup.method == "spiced":
-            human = spiced.human_data(bank, params, sim, jax.random.PRNGKey(config.seed), config.human.stride)
-            logging.info("spiced: %d logged samples", int(human.action.shape[0]))
-            update = spiced.make_step(anchor.net, setup.ppo, sim, params, human, config.human.batch)
+        state, update = _ppo_method(setup, config, bank, params, key)
         step_fn = lambda s: update(s, bank)  # noqa: E731
         styles: tuple[str, ...] = ()
     else:
