@@ -23,6 +23,8 @@ VARIANTS = {
     # CounterPlay distilling the executed actions of verified retries (self-imitation), more steps.
     "counterplay_ce": ("counterplay", {"counterplay.target": "ce", "counterplay.distill_steps": 32,
                                        "counterplay.lr": 3e-4}),
+    # CounterPlay with more distillation per round (KL target): 64 steps at lr 3e-4.
+    "counterplay_strong": ("counterplay", {"counterplay.distill_steps": 64, "counterplay.lr": 3e-4}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
     "no_backtrack": ("counterplay", {"counterplay.root_rule": "none"}),
     "no_style": ("counterplay", {"counterplay.condition_search": False}),
