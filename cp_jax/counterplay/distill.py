@@ -2,7 +2,10 @@
 retry style on the same states; keep it close to the anchor on fresh self-play states.
 
     buf = Buffer(obs, action, teacher_cond, student_cond, weight)      # [N, ...] samples
-    step = make_step(net, cfg, sim)     # (params, opt_state, teacher, anchor, buf, reg_obs, reg_mask, key) -> ...
+    mb = draw(buf, key, cfg.distill_batch)
+    reg_obs, reg_mask = sample_rows(rec.states, rec.scene_idx, bank, key, cfg.reg_states, sim)
+    (total, stats), grads = jax.value_and_grad(make_loss(net, cfg), has_aux=True)(
+        params, teacher_params, anchor_params, mb, reg_obs, reg_mask)     # loop.py runs the steps
 
 Loss (per gradient step):
     distill  = mean_w KL(pi_teacher(. | o, c_retry) || pi(. | o, c_deploy))   (target "kl")
