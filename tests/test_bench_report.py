@@ -59,3 +59,22 @@ def test_table_i_has_a_column_per_regime_and_the_mean(tmp_path):
     report.write_summary(summary, tmp_path / "s.json", tmp_path / "s.csv")
     assert [r["regime"] for r in json.loads((tmp_path / "s.json").read_text())] == ["idm", "expert"]
     assert (tmp_path / "s.csv").read_text().splitlines()[0].split(",")[:6] == list(report.SUMMARY_KEYS[:6])
+
+
+def test_method_tables_average_runs_of_a_method_over_post_training_seeds():
+    """Runs named METHOD_sSEED form one row: mean ± std of the runs' scores, and of their retention /
+    repair of the reference's episodes, each run matched pair by pair."""
+    assert report.method_of("counterplay_s2") == "counterplay" and report.method_of("anchor") == "anchor"
+    assert report.method_of("only_cautious_normal_s0") == "only_cautious_normal"
+    ref = [_rec("anchor", "completed", scene="s0"), _rec("anchor", "timeout", scene="s1")]
+    run0 = [_rec("cp_s0", "completed", scene="s0", score=100.0), _rec("cp_s0", "completed", scene="s1", score=60.0)]
+    run1 = [_rec("cp_s1", "timeout", scene="s0"), _rec("cp_s1", "timeout", scene="s1")]
+    text = report.method_tables(ref + run0 + run1, ["idm"], "anchor")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    # Scores per run: 80 and 0 -> 40 ± 40; the anchor's single run: 40 ± 0.
+    assert "| cp | 2 | 40.00 ± 40.00 | 40.00 ± 40.00 |" in text
+    assert "| anchor | 1 | 40.00 ± 0.00 | 40.00 ± 0.00 |" in text
+    # Retention of the completed s0: 100% and 0%; repair of the timeout s1: 100% and 0%.
+    table_iii = [line for line in text.splitlines() if line.startswith("| cp | interactive")]
+    assert table_iii == ["| cp | interactive | 50.00 ± 50.00 | 50.00 ± 50.00 | — | — | — |"]
+    assert "cp" in rows
