@@ -24,7 +24,7 @@ from cp_jax.counterplay import distill
 from cp_jax.counterplay.backtrack import choose_root, restore
 from cp_jax.counterplay.branch import branch_setup, run_branches
 from cp_jax.counterplay.config import FAILURE_KINDS, CounterPlayConfig
-from cp_jax.counterplay.record import Recording, find_failures, pick_failures, record
+from cp_jax.counterplay.record import Failures, Recording, find_failures, pick_failures, record
 from cp_jax.counterplay.verify import choose, own_success, passes
 from cp_jax.policy import networks
 from cp_jax.sim import conditions
@@ -53,15 +53,14 @@ def _pick(x: jax.Array, m: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams):
-    """search(net_params, rec, bank, key) -> (Buffer [F * T], diagnostics, agent-steps): failures ->
-    roots -> branches -> verification -> the verified retries' samples."""
+    """search(net_params, rec, fails, bank, key) -> (Buffer [F * T], diagnostics, agent-steps): picked
+    failures -> roots -> branches -> verification -> the verified retries' samples."""
     rank = cfg.style_rank()
     deploy = conditions.style(cfg.deploy_style)
     check_others = cfg.verify_others
 
-    def search(p, rec: Recording, bank: Scenario, key: jax.Array):
+    def search(p, rec: Recording, fails: Failures, bank: Scenario, key: jax.Array):
         k_pick, k_branch, k_rerun = jax.random.split(key, 3)
-        fails = find_failures(rec, cfg, sim)
         picked = pick_failures(fails, k_pick, cfg.max_failures)
         root = choose_root(rec, picked, cfg)
         root_state, scenes = restore(rec, bank, picked, root)
@@ -167,7 +166,7 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
         )
         steps = rec.agent_steps
         if cfg.method == "counterplay":
-            buf, search_diag, search_steps = search(state.params, rec, bank, k_search)
+            buf, search_diag, search_steps = search(state.params, rec, fails, bank, k_search)
             diag.update(search_diag)
             steps = steps + search_steps
             teacher = state.params  # the policy that produced the retries, frozen for this round
