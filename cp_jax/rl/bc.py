@@ -170,9 +170,9 @@ def track_log(
         """One env.step of a policy agent: actuator, then bicycle (rows [R])."""
         acc, u, delta = dynamics.actuate(cmd_a, cmd_u, acc, u, v, lengths, params.wheelbase_frac,
                                          params.actuator_lag, params.max_lat_accel, params.steer_grid[-1])
-        xy, yaw, v = dynamics.bicycle_step(xy, yaw, v, acc, delta, lengths, params.wheelbase_frac,
-                                           params.max_speed, params.max_reverse, cfg.dt)
-        return xy, yaw, v, acc, u
+        xy, yaw, v1 = dynamics.bicycle_step(xy, yaw, v, acc, delta, lengths, params.wheelbase_frac,
+                                            params.max_speed, params.max_reverse, cfg.dt)
+        return xy, yaw, v1, dynamics.settle(acc, v, v1, cfg.dt), u
 
     def lookahead_cost(state, t, cmd_a, cmd_u):
         """[A, K]: each agent's K candidate commands cmd_a, cmd_u [A, K], held for `horizon` steps from

@@ -1,7 +1,7 @@
 """Classic kinematic bicycle model, the discrete action grid, and its inverse.
 
 Forward model (reference point at the centre of the box, wheelbase L = frac * length):
-    v1   = clip(v0 + a dt, -v_rev, v_max)
+    v1   = clip(v0 + a dt, -v_rev, v_max)            v_rev = 0 (default): braking stops the car
     vm   = (v0 + v1) / 2
     beta = atan(tan(delta) / 2)                       slip angle at the centre
     yaw1 = yaw0 + vm cos(beta) tan(delta) / L * dt
@@ -52,6 +52,15 @@ def bicycle_step(xy, yaw, speed, accel, steer, length, wheelbase_frac, max_speed
     heading = yaw + beta
     xy1 = xy + (vm * dt)[:, None] * jnp.stack([jnp.cos(heading), jnp.sin(heading)], -1)
     return xy1, yaw1, v1
+
+
+def settle(accel, speed0, speed1, dt):
+    """The actuator's acceleration [A] after the speed limits: where the bicycle clipped the speed
+    (top speed, or a stop when max_reverse is 0) the car accelerated only (speed1 - speed0) / dt.
+    Without this a car braked to a stop would keep a negative actuator state (and, with a reverse
+    gear, roll backwards until the lag decays)."""
+    clipped = jnp.abs(speed0 + accel * dt - speed1) > 1e-6
+    return jnp.where(clipped, (speed1 - speed0) / dt, accel)
 
 
 def steer_scale(speed, length, wheelbase_frac, max_lat_accel, steer_max):

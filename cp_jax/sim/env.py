@@ -159,6 +159,7 @@ def step(
         state.xy, state.yaw, state.speed, accel_act, delta, length,
         params.wheelbase_frac, params.max_speed, params.max_reverse, cfg.dt,
     )
+    accel_act = dynamics.settle(accel_act, state.speed, b_v, cfg.dt)
     l_xy, l_yaw, l_v, l_valid = controllers.log_replay(scenario, t_log)
     c_xy, c_yaw, c_v = controllers.constant_velocity(state, cfg.dt)
     has_route = scenario.route_len >= 2
