@@ -45,5 +45,6 @@ def get_config() -> ml_collections.ConfigDict:
         eval_every=300,  # updates between held-out evaluations (0: only at the end)
         eval_styles=("normal", "aggressive", "cautious"),
         progress=True,
+        devices=0,  # data parallelism over this many devices (0: every device of every host)
     ))
     return c

@@ -30,7 +30,10 @@ def base(method: str) -> ml_collections.ConfigDict:
         agents=anchor_scenes.agents, cache_dir=anchor_scenes.cache_dir,
     ))
     c.eval = ml_collections.ConfigDict(dict(style="normal", every=10))  # validation: deployment style, rounds
-    c.train = ml_collections.ConfigDict(dict(log_every=1, ckpt_every=5, keep=3, progress=True))
+    c.train = ml_collections.ConfigDict(dict(
+        log_every=1, ckpt_every=5, keep=3, progress=True,
+        devices=0,  # data parallelism over this many devices (0: every device of every host)
+    ))
     return c
 
 

@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import optax
 from flax import struct
 
+from cp_jax import parallel
 from cp_jax.counterplay import distill
 from cp_jax.counterplay.backtrack import choose_root, restore
 from cp_jax.counterplay.branch import branch_setup, run_branches
@@ -52,9 +53,10 @@ def _pick(x: jax.Array, m: jax.Array, b: jax.Array) -> jax.Array:
     return x[jnp.arange(x.shape[0]), m, b]
 
 
-def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams):
+def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None):
     """search(net_params, rec, fails, bank, key) -> (Buffer [F * T], diagnostics, agent-steps): picked
-    failures -> roots -> branches -> verification -> the verified retries' samples."""
+    failures -> roots -> branches -> verification -> the verified retries' samples. With a mesh
+    (cp_jax.parallel) the F failures' branches are split over its devices."""
     rank = cfg.style_rank()
     deploy = conditions.style(cfg.deploy_style)
     check_others = cfg.verify_others
@@ -63,8 +65,9 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
         k_pick, k_branch, k_rerun = jax.random.split(key, 3)
         picked = pick_failures(fails, k_pick, cfg.max_failures)
         root = choose_root(rec, picked, cfg)
-        root_state, scenes = restore(rec, bank, picked, root)
-        conds, keys = branch_setup(root_state, picked.agent, k_branch, cfg)  # [F, M, 1+R, ...]
+        root_state, scenes = parallel.constrain(restore(rec, bank, picked, root), mesh)
+        # [F, M, 1+R, ...]
+        conds, keys = parallel.constrain(branch_setup(root_state, picked.agent, k_branch, cfg), mesh)
         final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim,
                                     greedy=cfg.greedy)
         f, m, r = picked.agent.shape[0], cfg.samples_per_style, cfg.num_retries
@@ -119,14 +122,19 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
     return search
 
 
-def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams):
-    """The jitted `round(state, anchor_params, bank) -> (state, diagnostics)`."""
+def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None):
+    """The jitted `round(state, anchor_params, bank) -> (state, diagnostics)`. With a mesh
+    (cp_jax.parallel; state and bank replicated on it) the recorded episodes and the failures'
+    branches are split over its devices."""
     if cfg.max_failures > cfg.num_envs * sim.max_agents:
         raise ValueError(f"CounterPlayConfig.max_failures ({cfg.max_failures}) exceeds the tasks per round "
                          f"(num_envs x max_agents = {cfg.num_envs * sim.max_agents})")
+    parallel.check_divisible(cfg.num_envs, mesh, "CounterPlayConfig.num_envs")
+    if cfg.method == "counterplay":
+        parallel.check_divisible(cfg.max_failures, mesh, "CounterPlayConfig.max_failures")
     optimizer = distill.make_optimizer(cfg)
     loss_fn = distill.make_loss(net, cfg)
-    search = make_search(net, cfg, sim, params)
+    search = make_search(net, cfg, sim, params, mesh)
     deploy = conditions.style(cfg.deploy_style)
     teacher_style = conditions.style(cfg.teacher_style)
     style_states = math.ceil(cfg.distill_batch / sim.max_agents)
@@ -156,7 +164,7 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
     @jax.jit
     def round_fn(state: PostState, anchor_params, bank: Scenario):
         key, k_rec, k_search, k_learn = jax.random.split(state.key, 4)
-        rec = record(net, state.params, bank, k_rec, cfg, params, sim)
+        rec = parallel.constrain(record(net, state.params, bank, k_rec, cfg, params, sim), mesh)
         fails = find_failures(rec, cfg, sim)
         tasks = jnp.maximum(rec.controlled.sum(), 1)
         diag = dict(
@@ -176,6 +184,6 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
         diag.update(stats, round_steps=steps)
         new = state.replace(params=p, opt_state=o, key=key, round=state.round + 1,
                             agent_steps=state.agent_steps + steps)
-        return new, diag
+        return parallel.constrain_replicated(new, mesh), diag
 
     return round_fn

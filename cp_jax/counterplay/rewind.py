@@ -52,10 +52,11 @@ def make_rewind(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.
 
 
 def make_step(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PPOConfig, sim: SimConfig,
-              params: SimParams):
-    """step(runner, bank) -> (runner, stats): rewind PPO's envs to failure roots, then one update."""
+              params: SimParams, mesh=None):
+    """step(runner, bank) -> (runner, stats): rewind PPO's envs to failure roots, then one update
+    (data-parallel over mesh's devices, see ppo.make_update)."""
     rewind = make_rewind(net, cfg, ppo_cfg, sim, params)
-    update = ppo.make_update(net, ppo_cfg, sim, params)
+    update = ppo.make_update(net, ppo_cfg, sim, params, mesh=mesh)
 
     def step(runner: ppo.Runner, bank: Scenario):
         runner, rewound = rewind(runner, bank)

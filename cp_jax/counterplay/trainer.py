@@ -27,6 +27,7 @@ import numpy as np
 from absl import logging
 from flax import serialization
 
+from cp_jax import parallel
 from cp_jax.counterplay import loop, rewind
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.io.checkpoints import Checkpointer
@@ -101,6 +102,17 @@ def resolve(config) -> Setup:
     for name in ("log_every", "ckpt_every", "keep"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
+    devices = config.train.get("devices", 0)
+    if not isinstance(devices, int) or not 0 <= devices <= len(jax.devices()):
+        raise ValueError(f"config.train.devices must be an int in [0, {len(jax.devices())}] (0: every device), "
+                         f"got {devices!r}")
+    mesh = parallel.make_mesh(devices)
+    if config.method not in PPO_METHODS:
+        parallel.check_divisible(cp_cfg.num_envs, mesh, "config.counterplay.num_envs")
+        if config.method == "counterplay":
+            parallel.check_divisible(cp_cfg.max_failures, mesh, "config.counterplay.max_failures")
+    if ppo_cfg is not None:
+        parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget)
@@ -118,21 +130,23 @@ def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _ppo_method(setup: Setup, config, bank, params, key):
-    """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor."""
+def _ppo_method(setup: Setup, config, bank, params, key, mesh):
+    """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor,
+    its envs split over the mesh's devices."""
     anchor, sim, cfg = setup.anchor, setup.anchor.sim, setup.ppo
     runner = ppo.init(anchor.net, cfg, sim, key, bank)
     runner = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(cfg).init(anchor.params))
+    runner = ppo.shard_runner(runner, mesh)
     if setup.method == "ppo_continue":
-        return runner, ppo.make_update(anchor.net, cfg, sim, params)
+        return runner, ppo.make_update(anchor.net, cfg, sim, params, mesh=mesh)
     if setup.method == "ppo_rewind":
-        return runner, rewind.make_step(anchor.net, setup.counterplay, cfg, sim, params)
+        return runner, rewind.make_step(anchor.net, setup.counterplay, cfg, sim, params, mesh=mesh)
     if setup.method == "ppo_opponent":
         return (opponent.init(runner, config.opponent.pool_size),
-                opponent.make_step(anchor.net, cfg, sim, params, config.opponent.pool_every))
+                opponent.make_step(anchor.net, cfg, sim, params, config.opponent.pool_every, mesh=mesh))
     human = spiced.human_data(bank, params, sim, jax.random.PRNGKey(config.seed), config.human.stride)
     logging.info("spiced: %d logged samples", int(human.action.shape[0]))
-    return runner, spiced.make_step(anchor.net, cfg, sim, params, human, config.human.batch)
+    return runner, spiced.make_step(anchor.net, cfg, sim, params, human, config.human.batch, mesh=mesh)
 
 
 def post_train(config, workdir: str) -> dict[str, Any]:
@@ -151,15 +165,19 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         _, val_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
     params = types.default_params()
     key = jax.random.PRNGKey(config.seed)
+    # Data parallelism: envs / records / failures split over the devices (one device: the same program).
+    mesh = parallel.make_mesh(config.train.get("devices", 0))
+    bank = parallel.replicate(bank, mesh)
 
     if setup.method in PPO_METHODS:
-        state, update = _ppo_method(setup, config, bank, params, key)
+        state, update = _ppo_method(setup, config, bank, params, key, mesh)
         step_fn = lambda s: update(s, bank)  # noqa: E731
         styles: tuple[str, ...] = ()
     else:
-        round_fn = loop.make_round(anchor.net, setup.counterplay, sim, params)
-        state = loop.init(anchor.params, setup.counterplay, key)
-        step_fn = lambda s: round_fn(s, anchor.params, bank)  # noqa: E731
+        round_fn = loop.make_round(anchor.net, setup.counterplay, sim, params, mesh)
+        state = parallel.replicate(loop.init(anchor.params, setup.counterplay, key), mesh)
+        anchor_params = parallel.replicate(anchor.params, mesh)
+        step_fn = lambda s: round_fn(s, anchor_params, bank)  # noqa: E731
         styles = setup.counterplay.styles
 
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)

@@ -45,13 +45,15 @@ def init(runner: ppo.Runner, pool_size: int) -> OpponentState:
     return OpponentState(runner=runner, pool=pool, added=jnp.ones((), jnp.int32))
 
 
-def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams, pool_every: int):
-    """step(state, bank) -> (state, stats): one PPO update against a pool snapshot, then maybe a new snapshot."""
+def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams, pool_every: int,
+              mesh=None):
+    """step(state, bank) -> (state, stats): one PPO update against a pool snapshot, then maybe a new
+    snapshot (data-parallel over mesh's devices, see ppo.make_update)."""
     if cfg.opponent_frac <= 0.0:
         raise ValueError("PPO-Opponent needs PPOConfig.opponent_frac > 0")
     if pool_every < 1:
         raise ValueError(f"opponent pool_every must be >= 1, got {pool_every}")
-    update = ppo.make_update(net, cfg, sim, params)
+    update = ppo.make_update(net, cfg, sim, params, mesh=mesh)
 
     @jax.jit
     def draw(state: OpponentState):

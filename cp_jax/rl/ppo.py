@@ -34,6 +34,7 @@ import numpy as np
 import optax
 from flax import struct
 
+from cp_jax import parallel
 from cp_jax.policy import distributions as dist
 from cp_jax.policy import networks
 from cp_jax.sim import conditions, env, metrics, types
@@ -230,6 +231,21 @@ def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Arr
     )
 
 
+_BATCH_FIELDS = ("env", "scene_idx", "carry", "ep_return")  # Runner fields with a leading [B] axis
+
+
+def _place(runner: Runner, batch_fn, rest_fn) -> Runner:
+    return runner.replace(**{f.name: (batch_fn if f.name in _BATCH_FIELDS else rest_fn)(getattr(runner, f.name))
+                             for f in dataclasses.fields(runner)})
+
+
+def shard_runner(runner: Runner, mesh) -> Runner:
+    """The runner on a device mesh (cp_jax.parallel): the B envs split over the devices, parameters,
+    optimiser state, key and counters replicated. B must be a multiple of the device count."""
+    parallel.check_divisible(runner.scene_idx.shape[0], mesh, "PPOConfig.num_envs")
+    return _place(runner, lambda x: parallel.shard_batch(x, mesh), lambda x: parallel.replicate(x, mesh))
+
+
 def gae(reward, value, terminated, truncated, boot_value, last_value, gamma: float, lam: float):
     """Advantages and returns [T, ...].
 
@@ -327,11 +343,14 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
     return rollout
 
 
-def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams):
+def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams, mesh=None):
     """Returns the jitted `update(runner, bank, opponent=None, human=None) -> (runner, metrics)`;
     opponent: the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0);
-    human: (Obs [M], action [M], weight [M]) logged driving for the bc_coef term (when > 0)."""
+    human: (Obs [M], action [M], weight [M]) logged driving for the bc_coef term (when > 0).
+    mesh (cp_jax.parallel): data parallelism, the envs split over its devices (place the runner
+    with `shard_runner` and the bank with `parallel.replicate`); None: wherever the inputs are."""
     cfg.validate(sim)
+    parallel.check_divisible(cfg.num_envs, mesh, "PPOConfig.num_envs")
     optimizer = make_optimizer(cfg)
     observe = jax.vmap(lambda s, sc: env.observe(s, sc, sim))
     shape = (cfg.num_envs, sim.max_agents)
@@ -403,7 +422,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
             raise ValueError("PPOConfig.opponent_frac > 0: pass the opponent's parameters to update")
         if (cfg.bc_coef > 0.0) != (human is not None):
             raise ValueError("PPOConfig.bc_coef > 0 needs update(..., human=(obs, action, weight)), and only then")
-        scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+        scenes = parallel.constrain(jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx), mesh)
         state, carry, ep_return, totals, key, batch = rollout(runner, scenes, opponent)
         _, last_value, _ = net.apply(runner.params, observe(state, scenes), carry)
         adv, ret = gae(batch.reward, batch.value, batch.terminated, batch.truncated, batch.boot_value,
@@ -455,6 +474,9 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
             params=new_params, opt_state=opt_state, env=state, scene_idx=idx, carry=carry, ep_return=ep_return,
             adv_ewma=adv_ewma, key=key, update=runner.update + 1, agent_steps=runner.agent_steps + v_mask.sum(),
         )
+        if mesh is not None:  # the next update's inputs keep this layout
+            runner = _place(runner, lambda x: parallel.constrain(x, mesh),
+                            lambda x: parallel.constrain_replicated(x, mesh))
         return runner, stats
 
     return update

@@ -30,14 +30,15 @@ def human_data(bank: Scenario, params: SimParams, sim: SimConfig, key: jax.Array
 
 
 def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams, data: bc.Dataset,
-              batch: int):
-    """step(runner, bank) -> (runner, stats): one PPO update with a random batch of logged actions."""
+              batch: int, mesh=None):
+    """step(runner, bank) -> (runner, stats): one PPO update with a random batch of logged actions
+    (data-parallel over mesh's devices, see ppo.make_update)."""
     if cfg.bc_coef <= 0.0:
         raise ValueError("human-regularised PPO needs PPOConfig.bc_coef > 0")
     n = data.action.shape[0]
     if n == 0:
         raise ValueError("human-regularised PPO: no logged samples (no controllable agent tracked)")
-    update = ppo.make_update(net, cfg, sim, params)
+    update = ppo.make_update(net, cfg, sim, params, mesh=mesh)
 
     @jax.jit
     def draw(runner: ppo.Runner):

@@ -20,6 +20,7 @@ import numpy as np
 from absl import logging
 from flax import serialization
 
+from cp_jax import parallel
 from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
@@ -67,6 +68,11 @@ def resolve(config) -> Setup:
     for name in ("log_every", "ckpt_every", "keep", "total_updates"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
+    devices = config.train.get("devices", 0)
+    if not isinstance(devices, int) or not 0 <= devices <= len(jax.devices()):
+        raise ValueError(f"config.train.devices must be an int in [0, {len(jax.devices())}] (0: every device), "
+                         f"got {devices!r}")
+    parallel.check_divisible(ppo_cfg.num_envs, parallel.make_mesh(devices), "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
@@ -131,7 +137,10 @@ def train(config, workdir: str) -> dict[str, Any]:
             raise ValueError(f"config.init_from={config.init_from!r}: its network {start_policy.net.cfg} differs "
                              f"from config.net {setup.net}")
         runner = runner.replace(params=start_policy.params)
-    restored = ckpt.restore(_to_tree(runner))
+    # Data parallelism: the envs split over the devices (one device: the same program).
+    mesh = parallel.make_mesh(config.train.get("devices", 0))
+    runner, train_bank = ppo.shard_runner(runner, mesh), parallel.replicate(train_bank, mesh)
+    restored = ckpt.restore(_to_tree(runner))  # onto the runner's shardings
     start = 0
     if restored is not None:
         start, tree = restored
@@ -142,7 +151,7 @@ def train(config, workdir: str) -> dict[str, Any]:
     writer.truncate_after(start)
     truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
 
-    update = ppo.make_update(net, setup.ppo, setup.sim, params)
+    update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
     total = config.train.total_updates
     bar = Progress(total, "updates", initial=start, disable=not config.train.progress)
     t_last, steps_last, pending = time.perf_counter(), float(runner.agent_steps), []

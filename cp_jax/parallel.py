@@ -1,0 +1,120 @@
+"""Data parallelism over devices and hosts with jax.sharding (no home-made distribution layer).
+
+One mesh axis, "data", over every device of every process. Batch-leading arrays (the PPO envs, the
+CounterPlay records and failures) are split along it; parameters, optimiser state and the scenario
+bank are replicated. The jitted programs are the single-device ones: placing their inputs (and
+constraining a few intermediates) is all it takes, and XLA's SPMD partitioner inserts the
+collectives (the mean of the loss over the global batch becomes an all-reduce of the gradients).
+A mesh of one device runs the same code path.
+
+    parallel.initialize(flags)                       # multi-host: jax.distributed, before anything else
+    mesh = parallel.make_mesh(devices=0)             # every device of every process
+    runner = ppo.shard_runner(runner, mesh)          # envs split, the rest replicated
+    bank = parallel.replicate(bank, mesh)
+    update = ppo.make_update(net, cfg, sim, params, mesh=mesh)
+
+Random numbers do not depend on the sharding (threefry is partitionable by default since jax 0.5),
+so a sharded run equals the single-device run of the same global batch up to float reduction order.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+AXIS = "data"
+
+
+def initialize(coordinator: str = "", num_processes: int = 0, process_id: int = -1) -> bool:
+    """Join a multi-process run through jax.distributed. Returns True if one was joined.
+
+    Explicit arguments win; otherwise the JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID
+    environment variables; otherwise, on a TPU pod or under SLURM / Open MPI, jax.distributed's own
+    detection (CP_JAX_DISTRIBUTED=auto). With none of these it is a single-process run (False).
+    """
+    coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS", "")
+    num_processes = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", "0"))
+    if process_id < 0:
+        process_id = int(os.environ.get("JAX_PROCESS_ID", "-1"))
+    if coordinator:
+        if num_processes < 1 or not 0 <= process_id < num_processes:
+            raise ValueError(f"multi-host: coordinator {coordinator!r} needs num_processes >= 1 and "
+                             f"0 <= process_id < num_processes, got {num_processes} and {process_id}")
+        jax.distributed.initialize(coordinator, num_processes, process_id)
+        return True
+    if os.environ.get("CP_JAX_DISTRIBUTED") == "auto":
+        jax.distributed.initialize()
+        return True
+    return False
+
+
+def make_mesh(devices: int = 0) -> Mesh:
+    """A 1-D mesh over the first `devices` devices of the run (0: all of them, every host's)."""
+    available = jax.devices()
+    if devices < 0 or devices > len(available):
+        raise ValueError(f"devices={devices}: this run has {len(available)} device(s) ({available[0].platform}); "
+                         "use 0 for all of them")
+    chosen = available[: devices or len(available)]
+    return Mesh(np.asarray(chosen), (AXIS,))
+
+
+def size(mesh: Mesh | None) -> int:
+    """Devices along the data axis (1 without a mesh)."""
+    return 1 if mesh is None else mesh.shape[AXIS]
+
+
+def check_divisible(batch: int, mesh: Mesh | None, what: str) -> None:
+    """Raise ValueError naming `what` unless the batch splits evenly over the mesh."""
+    if batch % size(mesh):
+        raise ValueError(f"{what} ({batch}) must be a multiple of the number of devices ({size(mesh)})")
+
+
+def batch_spec(mesh: Mesh) -> NamedSharding:
+    """Leading axis split over the devices, the rest of each array whole."""
+    return NamedSharding(mesh, PartitionSpec(AXIS))
+
+
+def replicated_spec(mesh: Mesh) -> NamedSharding:
+    return NamedSharding(mesh, PartitionSpec())
+
+
+def _put(x, sharding: NamedSharding):
+    """One leaf onto a (possibly multi-host) sharding: every process holds the same global value and
+    hands over the pieces its own devices need."""
+    if x is None:
+        return None
+    x = np.asarray(jax.device_get(x))
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+
+def replicate(tree: Any, mesh: Mesh) -> Any:
+    """Every leaf whole on every device of the mesh."""
+    spec = replicated_spec(mesh)
+    return jax.tree.map(lambda x: _put(x, spec), tree)
+
+
+def shard_batch(tree: Any, mesh: Mesh) -> Any:
+    """Every leaf split along its leading (batch) axis over the mesh."""
+    spec = batch_spec(mesh)
+    return jax.tree.map(lambda x: _put(x, spec), tree)
+
+
+def constrain(tree: Any, mesh: Mesh | None) -> Any:
+    """Inside a jitted function: ask XLA to keep every leaf's leading axis split over the mesh
+    (scalars whole; identity without a mesh)."""
+    if mesh is None:
+        return tree
+    batch, whole = batch_spec(mesh), replicated_spec(mesh)
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch if x.ndim else whole), tree)
+
+
+def constrain_replicated(tree: Any, mesh: Mesh | None) -> Any:
+    """Inside a jitted function: keep every leaf whole on every device (identity without a mesh)."""
+    if mesh is None:
+        return tree
+    spec = replicated_spec(mesh)
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, spec), tree)
