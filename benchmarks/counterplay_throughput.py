@@ -21,26 +21,16 @@ import argparse
 import dataclasses
 import json
 import resource
-import statistics
 import time
 
 import jax
+from common import timed  # benchmarks/common.py (scripts run as python benchmarks/NAME.py)
 
 from cp_jax.counterplay import loop, record
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.policy import saved
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.sim import types
-
-
-def _timed(fn, n):
-    out = jax.block_until_ready(fn())
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main():
@@ -70,12 +60,12 @@ def main():
         round_fn = loop.make_round(pol.net, cfg, sim, params)
         jax.block_until_ready(round_fn(state, pol.params, bank))
         compile_s = time.perf_counter() - t0
-        t_round, (_, diag) = _timed(lambda s=state, r=round_fn: r(s, pol.params, bank), args.rounds)
+        t_round, (_, diag) = timed(lambda s=state, r=round_fn: r(s, pol.params, bank), args.rounds)
         rec_fn = jax.jit(lambda k, c=cfg: record.record(pol.net, pol.params, bank, k, c, params, sim).agent_steps)
-        t_rec, _ = _timed(lambda r=rec_fn: r(jax.random.PRNGKey(1)), args.rounds)
+        t_rec, _ = timed(lambda r=rec_fn: r(jax.random.PRNGKey(1)), args.rounds)
         no_learn = dataclasses.replace(cfg, distill_steps=1)
         search_fn = loop.make_round(pol.net, no_learn, sim, params)
-        t_search, _ = _timed(lambda s=state, r=search_fn: r(s, pol.params, bank), args.rounds)
+        t_search, _ = timed(lambda s=state, r=search_fn: r(s, pol.params, bank), args.rounds)
         steps = float(diag["round_steps"])
         row = dict(failures=f, envs=args.envs, agent_steps_per_s=steps / t_round, round_s=t_round,
                    round_steps=steps, record_share=t_rec / t_round,

@@ -19,26 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import statistics
 import time
 
 import jax
 import jax.numpy as jnp
+from common import timed  # benchmarks/common.py (scripts run as python benchmarks/NAME.py)
 
 from cp_jax.policy import networks
 from cp_jax.rl import ppo
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.sim import env, types
-
-
-def _timed(fn, n):
-    out = jax.block_until_ready(fn())
-    times = []
-    for _ in range(n):
-        t0 = time.perf_counter()
-        out = jax.block_until_ready(fn())
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), out
 
 
 def main():
@@ -76,10 +66,10 @@ def main():
         compile_s = time.perf_counter() - t0
         rollout = jax.jit(ppo.make_rollout(net, cfg, sim, params))
         scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-        t_roll, out = _timed(lambda r=rollout, ru=runner, sc=scenes: r(ru, sc)[-1].valid, args.updates)
+        t_roll, out = timed(lambda r=rollout, ru=runner, sc=scenes: r(ru, sc)[-1].valid, args.updates)
         valid = float(out.sum())
         t_sim = _sim_time(sim, cfg, params, scenes, runner, args.updates)
-        t_upd, _ = _timed(lambda u=update, ru=runner: u(ru, bank)[1]["samples"], args.updates)
+        t_upd, _ = timed(lambda u=update, ru=runner: u(ru, bank)[1]["samples"], args.updates)
         slots = b * sim.max_agents * cfg.rollout_steps
         row = dict(envs=b, agent_steps_per_s=valid / t_upd, slot_steps_per_s=slots / t_upd,
                    update_s=t_upd, sim_s=t_sim, forward_s=max(t_roll - t_sim, 0.0), learn_s=max(t_upd - t_roll, 0.0),
@@ -108,7 +98,7 @@ def _sim_time(sim, cfg, params, scenes, runner, n):
 
         return jax.lax.scan(body, (state, key), None, length=cfg.rollout_steps)[1]
 
-    t, _ = _timed(lambda: sim_only(runner.env, jax.random.PRNGKey(1)), n)
+    t, _ = timed(lambda: sim_only(runner.env, jax.random.PRNGKey(1)), n)
     return t
 
 

@@ -1,0 +1,158 @@
+"""Scaling: agent-steps/s of the simulator, PPO and CounterPlay over device counts and batch sizes.
+
+    python benchmarks/scaling.py --devices=1,2,4 --batch=16,32,64 [--workloads=env,ppo,counterplay] [--json]
+
+For every device count D (one child process each, so that on a CPU the D devices can be forced
+with XLA_FLAGS=--xla_force_host_platform_device_count=D, and every row's memory peak is its own)
+and global batch B (a multiple of D), after compilation, median of --repeats calls:
+
+  env          B procedural scenes, observe + step with random actions for --steps steps
+               (lax.scan, the scenes split over the devices); agent-steps = alive POLICY agents
+  ppo          one PPO update of the shipped anchor (B envs x --steps rollout steps, the
+               experiments/anchor_small.py learning settings); agent-steps = valid samples
+  counterplay  one CounterPlay round of the shipped anchor (B recorded episodes, B failures x
+               (1 + 5) branches, re-runs, 8 distillation steps); agent-steps = what the budget counts
+
+Scenes come from the procedural cache (28 scenes, seeds 0-27, 12 agents). Rows report
+agent_steps_per_s, compile_s, peak RSS and, where the backend reports it (GPU / TPU), peak device
+memory. With --json the last line is one JSON object: {"agent_steps_per_s": {workload: {"D=d,B=b":
+value}}, "rows": [...], "device": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = ("env", "ppo", "counterplay")
+
+
+def _args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--devices", default="1", help="comma-separated device counts")
+    ap.add_argument("--batch", default="16,32", help="comma-separated global batch sizes (scenes / failures)")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--steps", type=int, default=45, help="steps per env rollout and PPO update")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--policy", default="assets/anchors/conditioned_small")
+    ap.add_argument("--scenes", type=int, default=28)
+    ap.add_argument("--agents", type=int, default=12)
+    ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes")
+    ap.add_argument("--json", action="store_true")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one device count, rows as JSON
+    return ap.parse_args(argv)
+
+
+def main():
+    args = _args()
+    if args.child:
+        return _child(args)
+    rows = []
+    for d in [int(x) for x in args.devices.split(",")]:
+        env = dict(os.environ)
+        if env.get("JAX_PLATFORMS", "cpu") == "cpu" or not env.get("JAX_PLATFORMS"):
+            flags = [f for f in env.get("XLA_FLAGS", "").split() if "force_host_platform_device_count" not in f]
+            env["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={d}"])
+        cmd = [sys.executable, os.path.join(HERE, "scaling.py"), "--child", f"--devices={d}",
+               *[a for a in sys.argv[1:] if not a.startswith(("--devices", "--json"))]]
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode:
+            sys.stderr.write(proc.stderr[-4000:])
+            raise SystemExit(f"scaling: the child for {d} device(s) failed")
+        for line in proc.stdout.splitlines():
+            if line.startswith("{"):
+                row = json.loads(line)
+                rows.append(row)
+                if not args.json:
+                    mem = (f"{row['peak_device_gb']:.2f} dev" if "peak_device_gb" in row
+                           else f"{row['peak_rss_gb']:.2f} RSS")
+                    print(f"{row['workload']:>11} | D={row['devices']:<2} B={row['batch']:<5} | "
+                          f"{row['agent_steps_per_s']:>12,.0f} agent-steps/s | compile {row['compile_s']:5.1f} s | "
+                          f"{mem} GB | {row['device']}", flush=True)
+    if args.json:
+        table: dict[str, dict[str, float]] = {}
+        for r in rows:
+            table.setdefault(r["workload"], {})[f"D={r['devices']},B={r['batch']}"] = r["agent_steps_per_s"]
+        print(json.dumps(dict(agent_steps_per_s=table, rows=rows, device=rows[0]["device"] if rows else "")))
+    return 0
+
+
+def _child(args) -> int:
+    import jax
+    import jax.numpy as jnp
+    from common import peak_memory_gb, timed
+
+    from cp_jax import parallel
+    from cp_jax.counterplay import loop
+    from cp_jax.counterplay.config import CounterPlayConfig
+    from cp_jax.policy import saved
+    from cp_jax.rl import ppo
+    from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.sim import conditions, env, types
+
+    mesh = parallel.make_mesh(int(args.devices))
+    pol = saved.load(args.policy)
+    sim, params = pol.sim, types.default_params()
+    _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
+    bank = parallel.replicate(bank, mesh)
+    anchor = parallel.replicate(pol.params, mesh)
+    device = f"{jax.devices()[0].device_kind} x {parallel.size(mesh)}"
+
+    def env_workload(b: int):
+        n = jax.tree.leaves(bank)[0].shape[0]
+        idx = parallel.shard_batch(jnp.arange(b) % n, mesh)
+
+        @jax.jit
+        def run(idx, key):
+            scenes = parallel.constrain(jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx), mesh)
+            cond = jnp.broadcast_to(conditions.style("normal"), (b, sim.max_agents, types.COND_DIM))
+            s0 = jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, jax.random.split(key, b), cond)
+
+            def body(s, k):
+                obs = jax.vmap(lambda st, sc: env.observe(st, sc, sim))(s, scenes)
+                a = jax.random.randint(k, s.xy.shape[:2], 0, 91) + 0 * obs.ego[..., 0].astype(jnp.int32)
+                s, out = jax.vmap(lambda st, ac, sc: env.step(st, ac, sc, params, sim))(s, a, scenes)
+                return s, jnp.sum(out.active & (s.controller == types.POLICY))
+
+            return jax.lax.scan(body, s0, jax.random.split(key, args.steps))[1].sum()
+
+        return (lambda: run(idx, jax.random.PRNGKey(0))), (lambda out: float(out))
+
+    def ppo_workload(b: int):
+        cfg = ppo.PPOConfig(num_envs=b, rollout_steps=args.steps, update_epochs=2, num_minibatches=4,
+                            sample_capacity=0.3, lr=1e-3)
+        runner = ppo.init(pol.net, cfg, sim, jax.random.PRNGKey(0), bank)
+        runner = ppo.shard_runner(runner.replace(params=pol.params, opt_state=ppo.make_optimizer(cfg).init(pol.params)),
+                                  mesh)
+        update = ppo.make_update(pol.net, cfg, sim, params, mesh=mesh)
+        return (lambda: update(runner, bank)), (lambda out: float(out[0].agent_steps - runner.agent_steps))
+
+    def counterplay_workload(b: int):
+        cfg = CounterPlayConfig(num_envs=b, max_failures=b, root_rule="fixed", window=30, distill_steps=8)
+        state = parallel.replicate(loop.init(pol.params, cfg, jax.random.PRNGKey(0)), mesh)
+        round_fn = loop.make_round(pol.net, cfg, sim, params, mesh)
+        return (lambda: round_fn(state, anchor, bank)), (lambda out: float(out[1]["round_steps"]))
+
+    makers = dict(env=env_workload, ppo=ppo_workload, counterplay=counterplay_workload)
+    for name in args.workloads.split(","):
+        for b in [int(x) for x in args.batch.split(",")]:
+            if b % parallel.size(mesh):
+                continue  # not splittable over these devices
+            call, steps_of = makers[name](b)
+            t0 = time.perf_counter()
+            jax.block_until_ready(call())
+            compile_s = time.perf_counter() - t0
+            seconds, out = timed(call, args.repeats)
+            row = dict(workload=name, devices=parallel.size(mesh), batch=b, agent_steps_per_s=steps_of(out) / seconds,
+                       call_s=seconds, compile_s=compile_s - seconds, device=device, **peak_memory_gb())
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
