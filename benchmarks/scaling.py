@@ -42,7 +42,8 @@ def _args(argv=None):
     ap.add_argument("--policy", default="assets/anchors/conditioned_small")
     ap.add_argument("--scenes", type=int, default=28)
     ap.add_argument("--agents", type=int, default=12)
-    ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes")
+    ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes",
+                    help="procedural scene cache; empty: generate the scenes in memory (no TFDS needed)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one device count, rows as JSON
     return ap.parse_args(argv)
@@ -98,7 +99,10 @@ def _child(args) -> int:
     mesh = parallel.make_mesh(int(args.devices))
     pol = saved.load(args.policy)
     sim, params = pol.sim, types.default_params()
-    _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
+    if args.cache_dir:
+        _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
+    else:
+        bank = bank_lib.make_bank(bank_lib.procedural_scenes(args.scenes, 0, args.agents), sim)
     bank = parallel.replicate(bank, mesh)
     anchor = parallel.replicate(pol.params, mesh)
     device = f"{jax.devices()[0].device_kind} x {parallel.size(mesh)}"

@@ -103,6 +103,20 @@ def shard_batch(tree: Any, mesh: Mesh) -> Any:
     return jax.tree.map(lambda x: _put(x, spec), tree)
 
 
+def local(tree: Any) -> Any:
+    """Host (numpy) copies of replicated leaves, also in a multi-host run where jax.device_get cannot
+    fetch arrays that span other processes' devices (each process reads its own first copy)."""
+
+    def one(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            if not x.is_fully_replicated:
+                raise ValueError(f"parallel.local: a {x.shape} array split over hosts is not replicated")
+            return np.asarray(x.addressable_data(0))
+        return np.asarray(jax.device_get(x)) if x is not None else None
+
+    return jax.tree.map(one, tree)
+
+
 def constrain(tree: Any, mesh: Mesh | None) -> Any:
     """Inside a jitted function: ask XLA to keep every leaf's leading axis split over the mesh
     (scalars whole; identity without a mesh)."""

@@ -42,6 +42,35 @@ def test_sharded_counterplay_rounds_equal_single_device_rounds():
     assert out["params_replicated"]
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_through_jax_distributed_equal_one_device():
+    """Multi-host on one machine: two processes x 2 CPU devices joined by jax.distributed (gloo
+    collectives) train the same parameters as one device with the same global batch."""
+    port = str(_free_port())
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    procs = [subprocess.Popen([sys.executable, "-m", "tests.multidevice.ppo_multihost", str(i), port], cwd=ROOT,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=900) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    hosts = [json.loads(o.strip().splitlines()[-1]) for o, _ in outs]
+    single = subprocess.run([sys.executable, "-m", "tests.multidevice.ppo_multihost", "single"], cwd=ROOT,
+                            env=dict(os.environ, JAX_PLATFORMS="cpu"), capture_output=True, text=True, timeout=900)
+    assert single.returncode == 0, single.stderr[-3000:]
+    ref = json.loads(single.stdout.strip().splitlines()[-1])
+    assert sorted(h["process"] for h in hosts) == [0, 1]
+    for h in hosts:
+        assert h["agent_steps"] == ref["agent_steps"] and h["goal_rate"] == pytest.approx(ref["goal_rate"])
+        assert h["checksums"] == pytest.approx(ref["checksums"], rel=1e-4)
+
+
 def test_mesh_and_initialize_arguments_are_checked():
     mesh = parallel.make_mesh()
     assert parallel.size(mesh) == len(jax.devices()) and parallel.size(None) == 1
