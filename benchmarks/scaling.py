@@ -14,7 +14,9 @@ and global batch B (a multiple of D), after compilation, median of --repeats cal
                (1 + 5) branches, re-runs, 8 distillation steps); agent-steps = what the budget counts
 
 Scenes come from the procedural cache (28 scenes, seeds 0-27, 12 agents). Rows report
-agent_steps_per_s, compile_s, peak RSS and, where the backend reports it (GPU / TPU), peak device
+agent_steps_per_s, compile_s, XLA's per-device memory account of the compiled program (arguments,
+outputs, temporaries: `program_gb`; with --memory_only nothing else, so large batches can be sized
+without running them), peak RSS and, where the backend reports it (GPU / TPU), peak device
 memory. With --json the last line is one JSON object: {"agent_steps_per_s": {workload: {"D=d,B=b":
 value}}, "rows": [...], "device": ...}.
 """
@@ -22,6 +24,7 @@ value}}, "rows": [...], "device": ...}.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -39,12 +42,16 @@ def _args(argv=None):
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--steps", type=int, default=45, help="steps per env rollout and PPO update")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--policy", default="assets/anchors/conditioned_small")
+    ap.add_argument("--policy", default="assets/anchors/conditioned_small",
+                    help="a saved policy, or 'large': the accelerator config of experiments/anchor_large.py "
+                         "(3 x 1024 towers, 128 road segments observed), randomly initialised")
     ap.add_argument("--scenes", type=int, default=28)
     ap.add_argument("--agents", type=int, default=12)
     ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes",
                     help="procedural scene cache; empty: generate the scenes in memory (no TFDS needed)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--memory_only", action="store_true",
+                    help="compile only: XLA's per-device memory account of each program, no timing")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)  # one device count, rows as JSON
     return ap.parse_args(argv)
 
@@ -70,34 +77,55 @@ def main():
                 row = json.loads(line)
                 rows.append(row)
                 if not args.json:
-                    mem = (f"{row['peak_device_gb']:.2f} dev" if "peak_device_gb" in row
-                           else f"{row['peak_rss_gb']:.2f} RSS")
-                    print(f"{row['workload']:>11} | D={row['devices']:<2} B={row['batch']:<5} | "
-                          f"{row['agent_steps_per_s']:>12,.0f} agent-steps/s | compile {row['compile_s']:5.1f} s | "
-                          f"{mem} GB | {row['device']}", flush=True)
+                    speed = f"{row['agent_steps_per_s']:>12,.0f}" if "agent_steps_per_s" in row else f"{'-':>12}"
+                    print(f"{row['workload']:>11} | D={row['devices']:<2} B={row['batch']:<5} | {speed} agent-steps/s"
+                          f" | compile {row['compile_s']:5.1f} s | program {row.get('program_gb', 0):.3f} GB/device"
+                          f" | peak {row.get('peak_device_gb', row.get('peak_rss_gb', 0)):.2f} GB | {row['device']}",
+                          flush=True)
     if args.json:
         table: dict[str, dict[str, float]] = {}
         for r in rows:
-            table.setdefault(r["workload"], {})[f"D={r['devices']},B={r['batch']}"] = r["agent_steps_per_s"]
+            if "agent_steps_per_s" in r:
+                table.setdefault(r["workload"], {})[f"D={r['devices']},B={r['batch']}"] = r["agent_steps_per_s"]
         print(json.dumps(dict(agent_steps_per_s=table, rows=rows, device=rows[0]["device"] if rows else "")))
     return 0
+
+
+def _compiled_memory_gb(compiled) -> dict[str, float]:
+    """XLA's own account of one compiled program, per device: arguments, outputs and temporaries (GB).
+    Their sum is what one call needs on each device beyond the runtime's own."""
+    m = compiled.memory_analysis()
+    if m is None:
+        return {}
+    sizes = dict(argument_gb=m.argument_size_in_bytes, output_gb=m.output_size_in_bytes,
+                 temp_gb=m.temp_size_in_bytes, alias_gb=getattr(m, "alias_size_in_bytes", 0))
+    out = {k: v / 2**30 for k, v in sizes.items()}
+    out["program_gb"] = out["argument_gb"] + out["output_gb"] + out["temp_gb"] - out["alias_gb"]
+    return out
 
 
 def _child(args) -> int:
     import jax
     import jax.numpy as jnp
+    import numpy as np
     from common import peak_memory_gb, timed
 
     from cp_jax import parallel
     from cp_jax.counterplay import loop
     from cp_jax.counterplay.config import CounterPlayConfig
-    from cp_jax.policy import saved
+    from cp_jax.policy import networks, saved
     from cp_jax.rl import ppo
     from cp_jax.scenarios import bank as bank_lib
     from cp_jax.sim import conditions, env, types
 
     mesh = parallel.make_mesh(int(args.devices))
-    pol = saved.load(args.policy)
+    if args.policy == "large":
+        small = saved.load("assets/anchors/conditioned_small")
+        sim = dataclasses.replace(small.sim, obs_road=128)
+        net = networks.ActorCritic(networks.large())
+        pol = saved.SavedPolicy(net, networks.init_params(net.cfg, sim, jax.random.PRNGKey(0)), sim)
+    else:
+        pol = saved.load(args.policy)
     sim, params = pol.sim, types.default_params()
     if args.cache_dir:
         _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
@@ -125,7 +153,7 @@ def _child(args) -> int:
 
             return jax.lax.scan(body, s0, jax.random.split(key, args.steps))[1].sum()
 
-        return (lambda: run(idx, jax.random.PRNGKey(0))), (lambda out: float(out))
+        return run, (idx, jax.random.PRNGKey(0)), (lambda out: float(out)), {}
 
     def ppo_workload(b: int):
         cfg = ppo.PPOConfig(num_envs=b, rollout_steps=args.steps, update_epochs=2, num_minibatches=4,
@@ -134,26 +162,34 @@ def _child(args) -> int:
         runner = ppo.shard_runner(runner.replace(params=pol.params, opt_state=ppo.make_optimizer(cfg).init(pol.params)),
                                   mesh)
         update = ppo.make_update(pol.net, cfg, sim, params, mesh=mesh)
-        return (lambda: update(runner, bank)), (lambda out: float(out[0].agent_steps - runner.agent_steps))
+        return update, (runner, bank), (lambda out: float(out[0].agent_steps - runner.agent_steps)), {}
 
     def counterplay_workload(b: int):
         cfg = CounterPlayConfig(num_envs=b, max_failures=b, root_rule="fixed", window=30, distill_steps=8)
         state = parallel.replicate(loop.init(pol.params, cfg, jax.random.PRNGKey(0)), mesh)
         round_fn = loop.make_round(pol.net, cfg, sim, params, mesh)
-        return (lambda: round_fn(state, anchor, bank)), (lambda out: float(out[1]["round_steps"]))
+        # Snapshots: the record keeps every step's SimState of every episode (one scene's slots).
+        s0 = jax.eval_shape(lambda: env.reset(env.take_scenario(bank, 0), jax.random.PRNGKey(0),
+                                              conditions.style("normal"), sim))
+        per_step = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(s0))
+        extra = dict(snapshot_bytes_per_step=per_step,
+                     snapshot_mb_per_round=per_step * sim.episode_steps * b / 2**20)
+        return round_fn, (state, anchor, bank), (lambda out: float(out[1]["round_steps"])), extra
 
     makers = dict(env=env_workload, ppo=ppo_workload, counterplay=counterplay_workload)
     for name in args.workloads.split(","):
         for b in [int(x) for x in args.batch.split(",")]:
             if b % parallel.size(mesh):
                 continue  # not splittable over these devices
-            call, steps_of = makers[name](b)
+            fn, fn_args, steps_of, extra = makers[name](b)
             t0 = time.perf_counter()
-            jax.block_until_ready(call())
+            compiled = fn.lower(*fn_args).compile()
             compile_s = time.perf_counter() - t0
-            seconds, out = timed(call, args.repeats)
-            row = dict(workload=name, devices=parallel.size(mesh), batch=b, agent_steps_per_s=steps_of(out) / seconds,
-                       call_s=seconds, compile_s=compile_s - seconds, device=device, **peak_memory_gb())
+            row = dict(workload=name, devices=parallel.size(mesh), batch=b, compile_s=compile_s, device=device,
+                       **_compiled_memory_gb(compiled), **extra)
+            if not args.memory_only:
+                seconds, out = timed(lambda f=fn, a=fn_args: f(*a), args.repeats)
+                row.update(agent_steps_per_s=steps_of(out) / seconds, call_s=seconds, **peak_memory_gb())
             print(json.dumps(row), flush=True)
     return 0
 

@@ -19,6 +19,8 @@ import time
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from launch import multihost
+
 flags.DEFINE_string("workdir", None, "run folder (created; an existing run there is resumed)")
 config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "counterplay.py"),
@@ -28,6 +30,7 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
+    multihost.init()
     from cp_jax.counterplay import trainer
 
     config = FLAGS.config

@@ -156,8 +156,10 @@ def post_train(config, workdir: str) -> dict[str, Any]:
 
     setup = resolve(config)
     anchor, sim = setup.anchor, setup.anchor.sim
+    primary = jax.process_index() == 0  # in a multi-host run only process 0 writes files (orbax: checkpoints)
     os.makedirs(workdir, exist_ok=True)
-    write_run_info(workdir, config)
+    if primary:
+        write_run_info(workdir, config)
     sc = config.scenes
     _, bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
     val_bank = None
@@ -181,7 +183,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         styles = setup.counterplay.styles
 
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
-    writer = MetricWriter(workdir)
+    writer = MetricWriter(workdir, enabled=primary)
     restored = ckpt.restore(serialization.to_state_dict(state))
     done = 0
     if restored is not None:
@@ -191,15 +193,17 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     # Logs hold exactly the steps before the restored one (none when starting afresh): a resumed
     # or re-started run writes the rest again.
     writer.truncate_after(done)
-    truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "round", done if restored is not None else -1)
+    if primary:
+        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "round", done if restored is not None else -1)
 
     deploy = conditions.style(config.eval.style)
 
     def validate(step: int) -> dict[str, float]:
-        res = ppo.summarise(ppo.evaluate(anchor.net, state.params, val_bank, deploy, params, sim,
+        res = ppo.summarise(ppo.evaluate(anchor.net, parallel.local(state.params), val_bank, deploy, params, sim,
                                          jax.random.PRNGKey(config.seed)))
-        with open(os.path.join(workdir, "eval.jsonl"), "a") as f:
-            f.write(json.dumps(dict(round=step, agent_steps=float(state.agent_steps), **res)) + "\n")
+        if primary:
+            with open(os.path.join(workdir, "eval.jsonl"), "a") as f:
+                f.write(json.dumps(dict(round=step, agent_steps=float(state.agent_steps), **res)) + "\n")
         return res
 
     if val_bank is not None and done == 0:
@@ -225,18 +229,21 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     bar.close()
     writer.close()
     ckpt.close()
-    saved.save(os.path.join(workdir, "policy"), anchor.net.cfg, state.params, sim)
-    final = read_jsonl(os.path.join(workdir, "eval.jsonl"))[-1] if val_bank is not None else {}
+    final = {}
+    if val_bank is not None:  # the last validation (the run's final round always validates)
+        final = read_jsonl(os.path.join(workdir, "eval.jsonl"))[-1] if primary else dict(round=done, **validate(done))
     summary = dict(method=setup.method, rounds=done, agent_steps=float(state.agent_steps), budget=setup.budget,
                    final_eval=final)
-    with open(os.path.join(workdir, "post_train.json"), "w") as f:
-        json.dump(summary, f, indent=2)
-    try:
-        from cp_jax.io import plots
+    if primary:
+        saved.save(os.path.join(workdir, "policy"), anchor.net.cfg, parallel.local(state.params), sim)
+        with open(os.path.join(workdir, "post_train.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        try:
+            from cp_jax.io import plots
 
-        plots.post_training(workdir, os.path.join(workdir, "diagnostics.png"))
-    except Exception as e:  # a plot never fails a finished run
-        logging.warning("diagnostics.png not written: %s", e)
+            plots.post_training(workdir, os.path.join(workdir, "diagnostics.png"))
+        except Exception as e:  # a plot never fails a finished run
+            logging.warning("diagnostics.png not written: %s", e)
     return dict(summary, params=state.params)
 
 

@@ -46,12 +46,18 @@ def truncate_jsonl(path: str | os.PathLike, key: str, step: int) -> None:
 
 
 class MetricWriter:
-    """Appends `{"step": step, **scalars}` lines to `<workdir>/metrics.jsonl` and scalars to `<workdir>/tb`."""
+    """Appends `{"step": step, **scalars}` lines to `<workdir>/metrics.jsonl` and scalars to `<workdir>/tb`.
 
-    def __init__(self, workdir: str | os.PathLike, tensorboard: bool = True):
+    enabled=False (the other processes of a multi-host run) writes nothing and opens no file."""
+
+    def __init__(self, workdir: str | os.PathLike, tensorboard: bool = True, enabled: bool = True):
         self.workdir = os.fspath(workdir)
-        os.makedirs(self.workdir, exist_ok=True)
         self.path = os.path.join(self.workdir, JSONL_NAME)
+        self.enabled = enabled
+        self._tb = None
+        if not enabled:
+            return
+        os.makedirs(self.workdir, exist_ok=True)
         self._file = open(self.path, "a")  # an existing log is continued; see truncate_after
         self._tensorboard = tensorboard
         self._tb = self._open_tb() if tensorboard else None
@@ -63,6 +69,8 @@ class MetricWriter:
 
     def write(self, step: int, scalars: dict[str, float]) -> None:
         """Log `scalars` at `step`; non-finite values become JSON null (with a warning) and are left out of TB."""
+        if not self.enabled:
+            return
         step = int(step)
         record = {"step": step}
         bad = []
@@ -84,6 +92,8 @@ class MetricWriter:
 
         The JSONL file is rewritten atomically; TensorBoard is told to discard events after `step` (purge_step).
         """
+        if not self.enabled:
+            return
         self._file.close()
         kept = [r for r in read_jsonl(self.path) if r.get("step", -1) <= step]
         tmp = self.path + ".tmp"
@@ -97,13 +107,15 @@ class MetricWriter:
 
     def flush(self) -> None:
         """Push buffered lines and events to disk."""
+        if not self.enabled:
+            return
         self._file.flush()
         if self._tb is not None:
             self._tb.flush()
 
     def close(self) -> None:
         """Flush and close both outputs."""
-        if not self._file.closed:
+        if self.enabled and not self._file.closed:
             self._file.close()
         if self._tb is not None:
             self._tb.close()

@@ -121,8 +121,10 @@ def train(config, workdir: str) -> dict[str, Any]:
     """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
     Returns {"updates", "final_eval", "params", "runner"}."""
     setup = resolve(config)
+    primary = jax.process_index() == 0  # in a multi-host run only process 0 writes files (orbax: checkpoints)
     os.makedirs(workdir, exist_ok=True)
-    write_run_info(workdir, config)
+    if primary:
+        write_run_info(workdir, config)
     train_bank, eval_bank, names = load_scenes(config, setup.sim)
     logging.info("%d training scenes, %s held-out", len(names), 0 if eval_bank is None else config.scenes.eval)
 
@@ -130,7 +132,7 @@ def train(config, workdir: str) -> dict[str, Any]:
     params = types.default_params()
     runner = ppo.init(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
-    writer = MetricWriter(workdir)
+    writer = MetricWriter(workdir, enabled=primary)
     if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
         start_policy = saved.load(config.init_from)
         if start_policy.net.cfg != setup.net:
@@ -149,7 +151,8 @@ def train(config, workdir: str) -> dict[str, Any]:
     # Logs hold exactly the steps before the restored one (none when starting afresh): a resumed
     # or re-started run writes the rest again.
     writer.truncate_after(start)
-    truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
+    if primary:
+        truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
 
     update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
     total = config.train.total_updates
@@ -169,8 +172,9 @@ def train(config, workdir: str) -> dict[str, Any]:
             bar.update(len(pending), {"sps": row["agent_steps_per_s"], "goal": row.get("goal_rate", float("nan"))})
             t_last, steps_last, pending = now, steps, []
         if eval_bank is not None and config.train.eval_every and done % config.train.eval_every == 0 and done < total:
-            _append_eval(workdir, done, float(runner.agent_steps),
-                         evaluate_styles(net, runner.params, eval_bank, ("normal",), setup.sim, config.seed))
+            res = evaluate_styles(net, parallel.local(runner.params), eval_bank, ("normal",), setup.sim, config.seed)
+            if primary:
+                _append_eval(workdir, done, float(runner.agent_steps), res)
         if done % config.train.ckpt_every == 0 or done == total:
             ckpt.save(done, _to_tree(runner))
         if os.environ.get(FAULT_ENV) == str(done):  # fault injection for the resume test: a real SIGKILL
@@ -180,17 +184,20 @@ def train(config, workdir: str) -> dict[str, Any]:
 
     final = {}
     if eval_bank is not None:
-        final = evaluate_styles(net, runner.params, eval_bank, config.train.eval_styles, setup.sim, config.seed)
+        final = evaluate_styles(net, parallel.local(runner.params), eval_bank, config.train.eval_styles, setup.sim,
+                                config.seed)
+    if primary and eval_bank is not None:
         _append_eval(workdir, total, float(runner.agent_steps), final)
         with open(os.path.join(workdir, "eval.json"), "w") as f:
             json.dump(dict(updates=total, agent_steps=float(runner.agent_steps), styles=final), f, indent=2)
-    saved.save(os.path.join(workdir, "policy"), setup.net, runner.params, setup.sim)
-    try:
-        from cp_jax.io import plots
+    if primary:
+        saved.save(os.path.join(workdir, "policy"), setup.net, parallel.local(runner.params), setup.sim)
+        try:
+            from cp_jax.io import plots
 
-        plots.learning_curve(workdir, os.path.join(workdir, "curve.png"))
-    except Exception as e:  # a plot never fails a finished run
-        logging.warning("curve.png not written: %s", e)
+            plots.learning_curve(workdir, os.path.join(workdir, "curve.png"))
+        except Exception as e:  # a plot never fails a finished run
+            logging.warning("curve.png not written: %s", e)
     ckpt.close()
     return dict(updates=total, final_eval=final, params=runner.params, runner=runner)
 
