@@ -25,6 +25,11 @@ VARIANTS = {
                                        "counterplay.lr": 3e-4}),
     # CounterPlay with more distillation per round (KL target): 64 steps at lr 3e-4.
     "counterplay_strong": ("counterplay", {"counterplay.distill_steps": 64, "counterplay.lr": 3e-4}),
+    # counterplay_strong without the deployment style among the retries: every verified retry then
+    # has a teacher condition other than the student's, so the KL target always has a signal.
+    "counterplay_offstyle": ("counterplay", {
+        "counterplay.distill_steps": 64, "counterplay.lr": 3e-4,
+        "counterplay.styles": ("cautious", "cautious_normal", "normal_aggressive", "aggressive")}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
     "no_backtrack": ("counterplay", {"counterplay.root_rule": "none"}),
     "no_style": ("counterplay", {"counterplay.condition_search": False}),
