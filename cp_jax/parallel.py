@@ -117,13 +117,14 @@ def local(tree: Any) -> Any:
     return jax.tree.map(one, tree)
 
 
-def constrain(tree: Any, mesh: Mesh | None) -> Any:
-    """Inside a jitted function: ask XLA to keep every leaf's leading axis split over the mesh
-    (scalars whole; identity without a mesh)."""
+def constrain(tree: Any, mesh: Mesh | None, axis: int = 0) -> Any:
+    """Inside a jitted function: ask XLA to keep every leaf's `axis` (default: the leading one)
+    split over the mesh (leaves with fewer axes whole; identity without a mesh)."""
     if mesh is None:
         return tree
-    batch, whole = batch_spec(mesh), replicated_spec(mesh)
-    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, batch if x.ndim else whole), tree)
+    split = NamedSharding(mesh, PartitionSpec(*([None] * axis), AXIS))
+    whole = replicated_spec(mesh)
+    return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, split if x.ndim > axis else whole), tree)
 
 
 def constrain_replicated(tree: Any, mesh: Mesh | None) -> Any:

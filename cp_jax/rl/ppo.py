@@ -392,6 +392,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         def epoch(c, k):
             perm = jax.random.permutation(k, n)
             shuffled = jax.tree.map(lambda x: x[perm].reshape((m, n // m) + x.shape[1:]), data)
+            shuffled = parallel.constrain(shuffled, mesh, axis=1)  # each minibatch split over the devices
 
             def minibatch(c2, mb):
                 p2, o2 = c2
@@ -413,7 +414,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         ok = flat[3] > 0
         order = jnp.argsort(jnp.where(ok, 0.0, 2.0) + jax.random.uniform(key, ok.shape))
         idx = order[: cfg.capacity(sim)]
-        data = jax.tree.map(lambda x: x[idx], flat)
+        data = parallel.constrain(jax.tree.map(lambda x: x[idx], flat), mesh)
         return data, ok.sum() - data[3].astype(bool).sum()
 
     @jax.jit
