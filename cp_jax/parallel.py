@@ -62,6 +62,13 @@ def make_mesh(devices: int = 0) -> Mesh:
     return Mesh(np.asarray(chosen), (AXIS,))
 
 
+def config_mesh(devices, field: str = "config.train.devices") -> Mesh:
+    """make_mesh for a config value, with the error naming the config field."""
+    if not isinstance(devices, int) or isinstance(devices, bool) or not 0 <= devices <= len(jax.devices()):
+        raise ValueError(f"{field} must be an int in [0, {len(jax.devices())}] (0: every device), got {devices!r}")
+    return make_mesh(devices)
+
+
 def size(mesh: Mesh | None) -> int:
     """Devices along the data axis (1 without a mesh)."""
     return 1 if mesh is None else mesh.shape[AXIS]

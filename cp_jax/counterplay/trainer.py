@@ -102,11 +102,7 @@ def resolve(config) -> Setup:
     for name in ("log_every", "ckpt_every", "keep"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
-    devices = config.train.get("devices", 0)
-    if not isinstance(devices, int) or not 0 <= devices <= len(jax.devices()):
-        raise ValueError(f"config.train.devices must be an int in [0, {len(jax.devices())}] (0: every device), "
-                         f"got {devices!r}")
-    mesh = parallel.make_mesh(devices)
+    mesh = parallel.config_mesh(config.train.get("devices", 0))
     if config.method not in PPO_METHODS:
         parallel.check_divisible(cp_cfg.num_envs, mesh, "config.counterplay.num_envs")
         if config.method == "counterplay":
@@ -168,7 +164,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     params = types.default_params()
     key = jax.random.PRNGKey(config.seed)
     # Data parallelism: envs / records / failures split over the devices (one device: the same program).
-    mesh = parallel.make_mesh(config.train.get("devices", 0))
+    mesh = parallel.config_mesh(config.train.get("devices", 0))
     bank = parallel.replicate(bank, mesh)
 
     if setup.method in PPO_METHODS:

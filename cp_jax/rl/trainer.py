@@ -68,11 +68,8 @@ def resolve(config) -> Setup:
     for name in ("log_every", "ckpt_every", "keep", "total_updates"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
-    devices = config.train.get("devices", 0)
-    if not isinstance(devices, int) or not 0 <= devices <= len(jax.devices()):
-        raise ValueError(f"config.train.devices must be an int in [0, {len(jax.devices())}] (0: every device), "
-                         f"got {devices!r}")
-    parallel.check_divisible(ppo_cfg.num_envs, parallel.make_mesh(devices), "config.ppo.num_envs")
+    parallel.check_divisible(ppo_cfg.num_envs, parallel.config_mesh(config.train.get("devices", 0)),
+                             "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
@@ -140,7 +137,7 @@ def train(config, workdir: str) -> dict[str, Any]:
                              f"from config.net {setup.net}")
         runner = runner.replace(params=start_policy.params)
     # Data parallelism: the envs split over the devices (one device: the same program).
-    mesh = parallel.make_mesh(config.train.get("devices", 0))
+    mesh = parallel.config_mesh(config.train.get("devices", 0))
     runner, train_bank = ppo.shard_runner(runner, mesh), parallel.replicate(train_bank, mesh)
     restored = ckpt.restore(_to_tree(runner))  # onto the runner's shardings
     start = 0

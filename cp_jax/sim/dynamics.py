@@ -1,7 +1,7 @@
 """Classic kinematic bicycle model, the discrete action grid, and its inverse.
 
 Forward model (reference point at the centre of the box, wheelbase L = frac * length):
-    v1   = clip(v0 + a dt, -v_rev, v_max)            v_rev = 0 (default): braking stops the car
+    v1   = clip(v0 + a dt, -v_rev, v_max)            v_rev = 0: no reverse gear, braking stops the car
     vm   = (v0 + v1) / 2
     beta = atan(tan(delta) / 2)                       slip angle at the centre
     yaw1 = yaw0 + vm cos(beta) tan(delta) / L * dt
