@@ -9,7 +9,8 @@ and global batch B (a multiple of D), after compilation, median of --repeats cal
   env          B procedural scenes, observe + step with random actions for --steps steps
                (lax.scan, the scenes split over the devices); agent-steps = alive POLICY agents
   ppo          one PPO update of the shipped anchor (B envs x --steps rollout steps, the
-               experiments/anchor_small.py learning settings); agent-steps = valid samples
+               experiments/anchor_small.py learning settings, compaction in --compact_groups groups,
+               by default one per device); agent-steps = valid samples
   counterplay  one CounterPlay round of the shipped anchor (B recorded episodes, B failures x
                (1 + 5) branches, re-runs, 8 distillation steps); agent-steps = what the budget counts
 
@@ -49,6 +50,9 @@ def _args(argv=None):
     ap.add_argument("--agents", type=int, default=12)
     ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes",
                     help="procedural scene cache; empty: generate the scenes in memory (no TFDS needed)")
+    ap.add_argument("--compact_groups", type=int, default=0,
+                    help="PPOConfig.compact_groups of the ppo workload; 0: the device count (device-local compaction), "
+                         "1: one global compaction (what experiments/anchor_small.py uses)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--memory_only", action="store_true",
                     help="compile only: XLA's per-device memory account of each program, no timing")
@@ -157,12 +161,13 @@ def _child(args) -> int:
 
     def ppo_workload(b: int):
         cfg = ppo.PPOConfig(num_envs=b, rollout_steps=args.steps, update_epochs=2, num_minibatches=4,
-                            sample_capacity=0.3, lr=1e-3)
+                            sample_capacity=0.3, lr=1e-3, compact_groups=args.compact_groups or parallel.size(mesh))
         runner = ppo.init(pol.net, cfg, sim, jax.random.PRNGKey(0), bank)
         runner = ppo.shard_runner(runner.replace(params=pol.params, opt_state=ppo.make_optimizer(cfg).init(pol.params)),
                                   mesh)
         update = ppo.make_update(pol.net, cfg, sim, params, mesh=mesh)
-        return update, (runner, bank), (lambda out: float(out[0].agent_steps - runner.agent_steps)), {}
+        return (update, (runner, bank), (lambda out: float(out[0].agent_steps - runner.agent_steps)),
+                dict(compact_groups=cfg.compact_groups))
 
     def counterplay_workload(b: int):
         cfg = CounterPlayConfig(num_envs=b, max_failures=b, root_rule="fixed", window=30, distill_steps=8)

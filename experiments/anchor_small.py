@@ -32,6 +32,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
     c.ppo = ml_collections.ConfigDict(dict(
         num_envs=32, rollout_steps=45, rollouts_per_scene=4, sample_capacity=0.3, update_epochs=2,
+        compact_groups=1,  # set to a multiple of the device count for device-local compaction (ppo.PPOConfig)
         num_minibatches=4, lr=5e-4, lr_schedule="linear",
         max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.03,
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),

@@ -75,11 +75,30 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
         (dict(lr_schedule="step"), "lr_schedule"),
         (dict(gamma=1.5), "gamma"),
         (dict(num_envs=0), "num_envs"),
+        (dict(compact_groups=3), "compact_groups"),
+        (dict(compact_groups=0), "compact_groups"),
     ],
 )
 def test_config_errors_name_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
         _cfg(**kw).validate(SIM)
+
+
+def test_compaction_keeps_valid_samples_first_within_each_group_of_envs():
+    t, b, a = 3, 4, 2  # 6 slots per env
+    env_id = jnp.broadcast_to(jnp.arange(b)[None, :, None], (t, b, a))
+    valid = jnp.zeros((t, b, a)).at[:, 0].set(1.0).at[0, 1].set(1.0).at[:, 3].set(1.0)  # 6, 2, 0, 6 valid
+    key = jax.random.PRNGKey(0)
+    (ids, w), dropped = ppo.compact((env_id, valid), valid, key, capacity=8, groups=4)
+    np.testing.assert_array_equal(ids, [0, 0, 1, 1, 2, 2, 3, 3])  # K / G = 2 per env, group-major
+    np.testing.assert_array_equal(w, [1, 1, 1, 1, 0, 0, 1, 1])  # env 2 has no valid sample: fillers
+    assert int(dropped) == 8  # envs 0 and 3 each keep 2 of 6
+    (ids, w), dropped = ppo.compact((env_id, valid), valid, key, capacity=8, groups=1)
+    assert w.sum() == 8 and int(dropped) == 14 - 8 and set(np.asarray(ids).tolist()) <= {0, 1, 3}
+    (ids, w), dropped = ppo.compact((env_id, valid), valid, key, capacity=24, groups=2)
+    np.testing.assert_array_equal(np.sort(np.asarray(ids[:12])), [0] * 6 + [1] * 6)  # every sample once
+    np.testing.assert_array_equal(w[:12], [1] * 8 + [0] * 4)
+    assert int(dropped) == 0
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ terminated cuts the bootstrap, truncated bootstraps from V of the final observat
 the steps where some agent is truncated). Samples of agents that are not POLICY-controlled or not
 alive before the step are masked out of every loss and statistic, and the update only processes
 the first `sample_capacity` x T x B x A samples after moving valid ones to the front (a random
-subset when more are valid; `dropped_frac` reports it). The LSTM variant stores the carry of every
+subset when more are valid; `dropped_frac` reports it), in `compact_groups` groups of whole envs
+(a multiple of the device count keeps compaction and minibatches device-local). The LSTM variant stores the carry of every
 step and re-applies one step from it in the update (no gradient through time).
 """
 
@@ -50,6 +51,11 @@ class PPOConfig:
     rollout_steps: int = 45  # steps per update
     rollouts_per_scene: int = 4  # updates before every env draws a new scene of the bank
     sample_capacity: float = 0.5  # share of the T x B x A rollout slots the update processes (valid first)
+    # The envs are compacted (valid samples first) and shuffled in this many groups of whole envs,
+    # each keeping capacity / compact_groups samples. 1: one global compaction. A multiple of the
+    # device count keeps compaction and minibatches device-local under data parallelism (no gather
+    # of the rollout); results then do not depend on how many devices share the groups.
+    compact_groups: int = 1
     update_epochs: int = 1
     num_minibatches: int = 4
     lr: float = 3e-4
@@ -80,7 +86,7 @@ class PPOConfig:
 
     def validate(self, sim: SimConfig) -> None:
         """Raise ValueError naming the field for inconsistent settings."""
-        positive = ("num_envs", "rollout_steps", "update_epochs", "num_minibatches", "total_updates")
+        positive = ("num_envs", "rollout_steps", "update_epochs", "num_minibatches", "total_updates", "compact_groups")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -88,10 +94,13 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.rollouts_per_scene must be >= 1, got {self.rollouts_per_scene}")
         if not 0.0 < self.sample_capacity <= 1.0:
             raise ValueError(f"PPOConfig.sample_capacity must be in (0, 1], got {self.sample_capacity}")
-        if self.capacity(sim) < self.num_minibatches:
+        if self.num_envs % self.compact_groups:
+            raise ValueError(f"PPOConfig.compact_groups ({self.compact_groups}) must divide num_envs ({self.num_envs})")
+        if self.capacity(sim) < self.num_minibatches * self.compact_groups:
             raise ValueError(
-                f"PPOConfig.num_minibatches ({self.num_minibatches}) exceeds the samples per update "
-                f"({self.capacity(sim)} = sample_capacity x num_envs x rollout_steps x max_agents)"
+                f"PPOConfig.num_minibatches x compact_groups ({self.num_minibatches} x {self.compact_groups}) "
+                f"exceeds the samples per update ({self.capacity(sim)} = sample_capacity x num_envs x rollout_steps "
+                f"x max_agents)"
             )
         if self.lr_schedule not in ("constant", "linear", "cosine"):
             raise ValueError(f"PPOConfig.lr_schedule: unknown {self.lr_schedule!r}; use constant|linear|cosine")
@@ -113,9 +122,10 @@ class PPOConfig:
                              f"{self.goal_radius_range}")
 
     def capacity(self, sim: SimConfig) -> int:
-        """Samples per update: sample_capacity x T x B x A, rounded down to whole minibatches."""
+        """Samples per update: sample_capacity x T x B x A, rounded down to whole minibatches of
+        whole groups."""
         n = int(self.sample_capacity * self.num_envs * self.rollout_steps * sim.max_agents)
-        return n - n % max(self.num_minibatches, 1)
+        return n - n % max(self.num_minibatches * self.compact_groups, 1)
 
 
 @struct.dataclass
@@ -343,6 +353,37 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
     return rollout
 
 
+def group_envs(x: jax.Array, groups: int, mesh=None) -> jax.Array:
+    """[T, B, A, ...] -> [G, T x B / G x A, ...]: group j holds envs j B / G .. (j + 1) B / G - 1
+    (G = 1: the plain T, B, A flattening). With a mesh the groups are split over its devices."""
+    t, b = x.shape[:2]
+    x = jnp.moveaxis(x.reshape((t, groups, b // groups) + x.shape[2:]), 1, 0)
+    return parallel.constrain(x.reshape((groups, -1) + x.shape[4:]), mesh)
+
+
+def compact(tree, weight: jax.Array, key: jax.Array, capacity: int, groups: int = 1, mesh=None):
+    """The update's K = capacity samples of a rollout, K / G from each group of envs (group_envs):
+    the group's valid samples (weight > 0) first, in random order (a random subset if more are
+    valid), then invalid fillers (weight 0).
+
+    tree: pytree of [T, B, A, ...]; weight [T, B, A] -> (tree of [K, ...] group-major, number of
+    valid samples dropped).
+    """
+    u = jax.random.uniform(key, (weight.size,)).reshape(weight.shape)
+    ok = group_envs(weight, groups, mesh) > 0
+    order = jnp.argsort(jnp.where(ok, 0.0, 2.0) + group_envs(u, groups, mesh), axis=1)
+    idx = order[:, : capacity // groups]  # [G, K / G]
+
+    def take(x):
+        x = group_envs(x, groups, mesh)
+        x = jnp.take_along_axis(x, idx.reshape(idx.shape + (1,) * (x.ndim - 2)), axis=1)
+        return x.reshape((-1,) + x.shape[2:])
+
+    data = parallel.constrain(jax.tree.map(take, tree), mesh)
+    kept = jnp.take_along_axis(ok, idx, axis=1).sum()
+    return data, ok.sum() - kept
+
+
 def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, params: SimParams, mesh=None):
     """Returns the jitted `update(runner, bank, opponent=None, human=None) -> (runner, metrics)`;
     opponent: the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0);
@@ -385,13 +426,25 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         )
         return total, stats
 
+    g = cfg.compact_groups
+
     def epochs(runner: Runner, data, key, human=None):
-        """data: (Batch, adv, ret, weight) flattened to [K, ...] samples; human: logged-action batch or None."""
+        """data: (Batch, adv, ret, weight) flattened to [K, ...] samples, group-major (K / G per
+        group); human: logged-action batch or None. Each minibatch takes K / (G M) samples of every
+        group, shuffled within the group (G = 1: one global shuffle)."""
         n, m = data[1].shape[0], cfg.num_minibatches
 
+        def shuffle(x, k):
+            if g == 1:
+                return x[jax.random.permutation(k, n)].reshape((m, n // m) + x.shape[1:])
+            perm = jax.vmap(jax.random.permutation, (0, None))(jax.random.split(k, g), n // g)  # [G, K / G]
+            x = x.reshape((g, n // g) + x.shape[1:])
+            x = jnp.take_along_axis(x, perm.reshape(perm.shape + (1,) * (x.ndim - 2)), axis=1)
+            x = jnp.swapaxes(x.reshape((g, m, n // (g * m)) + x.shape[2:]), 0, 1)  # [M, G, K / (G M), ...]
+            return x.reshape((m, n // m) + x.shape[3:])
+
         def epoch(c, k):
-            perm = jax.random.permutation(k, n)
-            shuffled = jax.tree.map(lambda x: x[perm].reshape((m, n // m) + x.shape[1:]), data)
+            shuffled = jax.tree.map(lambda x: shuffle(x, k), data)
             shuffled = parallel.constrain(shuffled, mesh, axis=1)  # each minibatch split over the devices
 
             def minibatch(c2, mb):
@@ -406,16 +459,6 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
         keys = jax.random.split(key, cfg.update_epochs)
         (p, o), stats = jax.lax.scan(epoch, (runner.params, runner.opt_state), keys)
         return p, o, jax.tree.map(jnp.mean, stats)
-
-    def compact(batch: Batch, adv, ret, weight, key):
-        """The update's K = capacity samples: valid ones first (random order; a random subset if
-        more than K are valid), then invalid fillers with weight 0. -> (data [K, ...], dropped)."""
-        flat = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[3:]), (batch, adv, ret, weight))
-        ok = flat[3] > 0
-        order = jnp.argsort(jnp.where(ok, 0.0, 2.0) + jax.random.uniform(key, ok.shape))
-        idx = order[: cfg.capacity(sim)]
-        data = parallel.constrain(jax.tree.map(lambda x: x[idx], flat), mesh)
-        return data, ok.sum() - data[3].astype(bool).sum()
 
     @jax.jit
     def update(runner: Runner, bank: Scenario, opponent=None, human=None):
@@ -438,7 +481,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
             weight = weight * (jnp.abs(adv) >= cfg.adv_filter_frac * adv_ewma)
 
         key, k_compact, k_epochs, k_scene = jax.random.split(key, 4)
-        data, dropped = compact(batch, adv, ret, weight, k_compact)
+        data, dropped = compact((batch, adv, ret, weight), weight, k_compact, cfg.capacity(sim), g, mesh)
         new_params, opt_state, stats = epochs(runner, data, k_epochs, human)
 
         # Rollout statistics over valid samples.

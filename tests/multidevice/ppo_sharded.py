@@ -31,7 +31,7 @@ def checksums(params) -> list[float]:
 
 def run(mesh, updates: int, net_cfg=LSTM):
     bank = _bank()
-    cfg = _cfg(num_envs=8)
+    cfg = _cfg(num_envs=8, sample_capacity=0.5, compact_groups=4)  # device-local compaction on 4 devices
     net = networks.ActorCritic(net_cfg)
     runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(3), bank)
     if mesh is not None:
