@@ -12,7 +12,8 @@ and global batch B (a multiple of D), after compilation, median of --repeats cal
                experiments/anchor_small.py learning settings, compaction in --compact_groups groups,
                by default one per device); agent-steps = valid samples
   counterplay  one CounterPlay round of the shipped anchor (B recorded episodes, B failures x
-               (1 + 5) branches, re-runs, 8 distillation steps); agent-steps = what the budget counts
+               (1 + 5) branches, re-runs, 8 distillation steps; a snapshot every --snapshot_every
+               steps); agent-steps = what the budget counts
 
 Scenes come from the procedural cache (28 scenes, seeds 0-27, 12 agents). Rows report
 agent_steps_per_s, compile_s, XLA's per-device memory account of the compiled program (arguments,
@@ -53,6 +54,8 @@ def _args(argv=None):
     ap.add_argument("--compact_groups", type=int, default=0,
                     help="PPOConfig.compact_groups of the ppo workload; 0: the device count (device-local compaction), "
                          "1: one global compaction (what experiments/anchor_small.py uses)")
+    ap.add_argument("--snapshot_every", type=int, default=1,
+                    help="CounterPlayConfig.snapshot_every of the counterplay workload (1: every step's state kept)")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--memory_only", action="store_true",
                     help="compile only: XLA's per-device memory account of each program, no timing")
@@ -170,15 +173,17 @@ def _child(args) -> int:
                 dict(compact_groups=cfg.compact_groups))
 
     def counterplay_workload(b: int):
-        cfg = CounterPlayConfig(num_envs=b, max_failures=b, root_rule="fixed", window=30, distill_steps=8)
+        cfg = CounterPlayConfig(num_envs=b, max_failures=b, root_rule="fixed", window=30, distill_steps=8,
+                                snapshot_every=args.snapshot_every)
         state = parallel.replicate(loop.init(pol.params, cfg, jax.random.PRNGKey(0)), mesh)
         round_fn = loop.make_round(pol.net, cfg, sim, params, mesh)
-        # Snapshots: the record keeps every step's SimState of every episode (one scene's slots).
+        # Snapshots: the record keeps every k-th step's SimState of every episode (one scene's slots).
         s0 = jax.eval_shape(lambda: env.reset(env.take_scenario(bank, 0), jax.random.PRNGKey(0),
                                               conditions.style("normal"), sim))
         per_step = sum(int(np.prod(x.shape)) * x.dtype.itemsize for x in jax.tree.leaves(s0))
-        extra = dict(snapshot_bytes_per_step=per_step,
-                     snapshot_mb_per_round=per_step * sim.episode_steps * b / 2**20)
+        kept = -(-sim.episode_steps // cfg.snapshot_every)
+        extra = dict(snapshot_bytes_per_step=per_step, snapshot_every=cfg.snapshot_every,
+                     snapshot_mb_per_round=per_step * kept * b / 2**20)
         return round_fn, (state, anchor, bank), (lambda out: float(out[1]["round_steps"])), extra
 
     makers = dict(env=env_workload, ppo=ppo_workload, counterplay=counterplay_workload)

@@ -101,9 +101,8 @@ def test_roots_value_argmax_in_the_window_fixed_rewind_and_none():
     value[0, :, 1] = np.arange(t)[::-1] * 0.1  # decreasing: the window's first step is the argmax
     value[0, 3, 1] = 9.0  # outside the window [t_fail - H, t_fail - 1] for H = 5: ignored
     value[0, 13, 1] = 5.0  # inside: chosen
-    alive = np.ones((1, t, a), bool)
-    states = types.SimState(**{f.name: None for f in dataclasses.fields(types.SimState)}).replace(alive=alive)
-    rec = record.Recording(scene_idx=jnp.zeros((1,), jnp.int32), states=states, value=jnp.asarray(value),
+    alive = jnp.ones((1, t, a), bool)
+    rec = record.Recording(scene_idx=jnp.zeros((1,), jnp.int32), states=None, alive=alive, value=jnp.asarray(value),
                            final=None, controlled=None, agent_steps=None)
     picked = record.Picked(env=jnp.array([0, 0]), agent=jnp.array([1, 1]), kind=jnp.array([0, 0]),
                            t_fail=jnp.array([16, 3]), valid=jnp.array([True, True]))
@@ -142,16 +141,35 @@ def test_snapshot_replays_the_recorded_episode_exactly():
     for name in ("xy", "speed", "goal_t", "first_collision_t", "first_offroad_t", "alive"):
         np.testing.assert_array_equal(getattr(final, name), getattr(rec.final, name)[1], err_msg=name)
 
+    # Every 4th snapshot only: the same episodes, a quarter of the states; restoring any step
+    # replays the recorded policy from the snapshot before it and lands on the recorded state.
+    cfg4 = dataclasses.replace(cfg, snapshot_every=4)
+    rec4 = jax.jit(lambda k: record.record(net, p, bank, k, cfg4, types.default_params(), SIM))(jax.random.PRNGKey(4))
+    assert rec4.states.xy.shape[1] == -(-SIM.episode_steps // 4) and rec4.alive.shape == rec.alive.shape
+    jax.tree.map(np.testing.assert_array_equal, rec4.states, jax.tree.map(lambda x: x[:, ::4], rec.states))
+    for name in ("value", "alive", "agent_steps"):
+        np.testing.assert_array_equal(getattr(rec4, name), getattr(rec, name), err_msg=name)
+    picked = record.Picked(env=jnp.array([1, 0, 1]), agent=jnp.array([0, 0, 1]), kind=jnp.zeros(3, jnp.int32),
+                           t_fail=jnp.full(3, 10), valid=jnp.ones(3, bool))
+    root = jnp.array([7, 8, 3])  # mid-chunk, on a snapshot, mid-chunk
+    restored, _ = jax.jit(lambda r: backtrack.restore(rec4, bank, picked, r, 4, backtrack.make_replay(
+        net, cfg4, SIM, types.default_params())(p)))(root)
+    want = jax.tree.map(lambda x: x[picked.env, root], rec.states)
+    for name in ("xy", "yaw", "speed", "t", "key", "alive"):
+        np.testing.assert_allclose(getattr(restored, name), getattr(want, name), atol=1e-5, err_msg=name)
 
-def test_a_tiny_round_end_to_end_repairs_a_timeout():
+
+@pytest.mark.parametrize("every", [1, 3])
+def test_a_tiny_round_end_to_end_repairs_a_timeout(every):
     """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
-    distillation into the deployment condition changes the parameters."""
+    distillation into the deployment condition changes the parameters. The same with a snapshot
+    every 3 steps (the roots are replayed from the snapshot before them)."""
     bank, net = _bank(), networks.ActorCritic(NET)
     anchor = _keep_going_params()
     cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3)
+                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params())
     state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
     diag = jax.device_get(diag)

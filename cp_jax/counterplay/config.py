@@ -30,6 +30,10 @@ class CounterPlayConfig:
     # Actions in records and branches: sampled (DESIGN: common random numbers make branches
     # comparable) or greedy (argmax, as the benchmark drives; the re-run is then a repeat).
     greedy: bool = False
+    # Snapshots: the record keeps the state before every k-th step (k = 1: every step). A root
+    # between two snapshots is reached by replaying the recorded policy from the one before it
+    # (at most k - 1 steps per failure, not charged to the budget: those transitions exist).
+    snapshot_every: int = 1
     # Failures processed per round (a random subset of those found; fewer found = masked slots).
     max_failures: int = 16
     failure_kinds: tuple[str, ...] = FAILURE_KINDS
@@ -79,7 +83,7 @@ class CounterPlayConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"CounterPlayConfig.{name}: unknown {getattr(self, name)!r}; use {'|'.join(allowed)}")
         for name in ("num_envs", "max_failures", "window", "samples_per_style", "distill_steps", "distill_batch",
-                     "reg_states"):
+                     "reg_states", "snapshot_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"CounterPlayConfig.{name} must be a positive int, got {value!r}")

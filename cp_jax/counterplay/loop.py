@@ -22,7 +22,7 @@ from flax import struct
 
 from cp_jax import parallel
 from cp_jax.counterplay import distill
-from cp_jax.counterplay.backtrack import choose_root, restore
+from cp_jax.counterplay.backtrack import choose_root, make_replay, restore
 from cp_jax.counterplay.branch import branch_setup, run_branches
 from cp_jax.counterplay.config import FAILURE_KINDS, CounterPlayConfig
 from cp_jax.counterplay.record import Failures, Recording, find_failures, pick_failures, record
@@ -61,11 +61,13 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
     deploy = conditions.style(cfg.deploy_style)
     check_others = cfg.verify_others
 
+    replay = make_replay(net, cfg, sim, params)
+
     def search(p, rec: Recording, fails: Failures, bank: Scenario, key: jax.Array):
         k_pick, k_branch, k_rerun = jax.random.split(key, 3)
         picked = pick_failures(fails, k_pick, cfg.max_failures)
         root = choose_root(rec, picked, cfg)
-        root_state, scenes = parallel.constrain(restore(rec, bank, picked, root), mesh)
+        root_state, scenes = parallel.constrain(restore(rec, bank, picked, root, cfg.snapshot_every, replay(p)), mesh)
         # [F, M, 1+R, ...]
         conds, keys = parallel.constrain(branch_setup(root_state, picked.agent, k_branch, cfg), mesh)
         final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim,

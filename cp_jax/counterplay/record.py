@@ -23,7 +23,10 @@ class Recording:
     """B self-play episodes, every step kept."""
 
     scene_idx: jax.Array  # [B] int32 scene of the bank
-    states: SimState  # [B, T, ...] the state before each step t = 0 .. T-1 (T = sim.episode_steps)
+    # [B, ceil(T / k), ...] the state before steps 0, k, 2k, ... (T = sim.episode_steps, k =
+    # cfg.snapshot_every; k = 1: every step)
+    states: SimState
+    alive: jax.Array  # [B, T, A] bool: alive before each step
     # [B, T, A] V(o_t, c) of every agent under the condition cfg.root_value names: its own, the
     # deployment style, or the best of the retry styles.
     value: jax.Array
@@ -80,12 +83,13 @@ def record(
         scenario = env.take_scenario(bank, i)
         s0 = env.reset(scenario, k, c, sim)
         final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps, keep_states=True,
-                             keep_values=True, value_conds=value_conds, greedy=cfg.greedy)
+                             keep_values=True, value_conds=value_conds, greedy=cfg.greedy,
+                             keep_every=cfg.snapshot_every, keep_alive=True)
         value = trace.value if value_conds is None else trace.value_under.max(-1)
-        return trace.state, value, final, s0.controller == types.POLICY, trace.counted.sum()
+        return trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum()
 
-    states, value, final, controlled, steps = jax.vmap(one)(idx, jax.random.split(k_env, cfg.num_envs), cond)
-    return Recording(scene_idx=idx, states=states, value=value, final=final, controlled=controlled,
+    states, alive, value, final, controlled, steps = jax.vmap(one)(idx, jax.random.split(k_env, cfg.num_envs), cond)
+    return Recording(scene_idx=idx, states=states, alive=alive, value=value, final=final, controlled=controlled,
                      agent_steps=steps.sum())
 
 

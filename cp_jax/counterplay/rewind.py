@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from cp_jax.counterplay.backtrack import choose_root
+from cp_jax.counterplay.backtrack import choose_root, make_replay, restore
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.counterplay.record import find_failures, pick_failures, record
 from cp_jax.policy import networks
@@ -32,13 +32,15 @@ def make_rewind(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.
         raise ValueError(f"PPOConfig.num_envs ({b}) exceeds the tasks a record holds "
                          f"(counterplay.num_envs x max_agents = {cfg.num_envs * sim.max_agents})")
 
+    replay = make_replay(net, cfg, sim, params)
+
     @jax.jit
     def rewind(runner: ppo.Runner, bank: Scenario):
         key, k_rec, k_pick = jax.random.split(runner.key, 3)
         rec = record(net, runner.params, bank, k_rec, cfg, params, sim)
         picked = pick_failures(find_failures(rec, cfg, sim), k_pick, b)
         root = choose_root(rec, picked, cfg)
-        roots = jax.tree.map(lambda x: x[picked.env, root], rec.states)
+        roots, _ = restore(rec, bank, picked, root, cfg.snapshot_every, replay(runner.params))
         use = picked.valid
         pick = lambda r, s: jnp.where(use.reshape(use.shape + (1,) * (s.ndim - 1)), r, s)  # noqa: E731
         env = jax.tree.map(pick, roots, runner.env)

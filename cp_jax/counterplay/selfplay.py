@@ -23,7 +23,8 @@ class Trace:
     """Per-step outputs of `drive` [N, ...]; fields not asked for are None."""
 
     counted: jax.Array  # [N] float: POLICY agent-steps simulated this step (0 once the episode is over)
-    state: SimState | None = None  # the state before each step (snapshots)
+    state: SimState | None = None  # the state before each step (snapshots; every k-th with keep_every = k)
+    alive: jax.Array | None = None  # [N, A] bool: alive before each step
     value: jax.Array | None = None  # [N, A] critic value of each agent under its own condition
     value_under: jax.Array | None = None  # [N, A, R] ... under each of the conditions value_conds [R]
     row_obs: Obs | None = None  # [N, ...] the observation of agent `row`
@@ -44,11 +45,17 @@ def drive(
     keep_values: bool = False,
     value_conds: jax.Array | None = None,
     greedy: bool = False,
+    stop_t: jax.Array | None = None,
+    keep_every: int = 1,
+    keep_alive: bool = False,
 ) -> tuple[SimState, Trace]:
     """Run num_steps (static) of observe -> policy -> step from `state` (one scene, unbatched).
 
-    Steps past sim.episode_steps leave the state unchanged (so branches from different roots share
-    one static length). row [] int: also keep that agent's observation, action and acting mask.
+    Steps past sim.episode_steps (or from stop_t [] int on) leave the state unchanged (so branches
+    from different roots share one static length). row [] int: also keep that agent's observation,
+    action and acting mask. keep_every k > 1 (with keep_states): Trace.state holds only the state
+    before every k-th step [ceil(num_steps / k), ...]; the run is then rounded up to whole chunks of
+    k steps, so num_steps must reach the episode's end (the extra steps are frozen).
     Returns (final state, Trace [num_steps]). Feed-forward policies only (an LSTM's memory would
     have to be part of the snapshot)."""
     if net.cfg.lstm:
@@ -57,6 +64,8 @@ def drive(
 
     def body(snapshot: SimState, _):
         running = snapshot.t < sim.episode_steps
+        if stop_t is not None:
+            running = running & (snapshot.t < stop_t)
         key, k_act = jax.random.split(snapshot.key)
         s = snapshot.replace(key=key)
         obs = env.observe(s, scenario, sim)
@@ -67,7 +76,8 @@ def drive(
         policy_alive = s.alive & (s.controller == types.POLICY)
         trace = Trace(
             counted=jnp.where(running, policy_alive.sum(), 0).astype(jnp.float32),
-            state=snapshot if keep_states else None,  # with its key: driving from it replays
+            state=snapshot if keep_states and keep_every == 1 else None,  # with its key: driving from it replays
+            alive=snapshot.alive if keep_alive else None,
             value=value if keep_values else None,
             value_under=None if value_conds is None else jax.vmap(
                 lambda c: networks.value_under(net, net_params, obs, c), out_axes=-1)(value_conds),
@@ -77,4 +87,17 @@ def drive(
         )
         return nxt, trace
 
-    return jax.lax.scan(body, state, None, length=num_steps)
+    if keep_every == 1 or not keep_states:
+        return jax.lax.scan(body, state, None, length=num_steps)
+    if num_steps < sim.episode_steps:
+        raise ValueError(f"drive(keep_every={keep_every}) runs whole chunks: num_steps ({num_steps}) must reach "
+                         f"the episode's end ({sim.episode_steps})")
+
+    def chunk(snapshot: SimState, _):
+        nxt, trace = jax.lax.scan(body, snapshot, None, length=keep_every)
+        return nxt, (snapshot, trace)
+
+    n_chunks = -(-num_steps // keep_every)
+    final, (snapshots, trace) = jax.lax.scan(chunk, state, None, length=n_chunks)
+    trace = jax.tree.map(lambda x: x.reshape((n_chunks * keep_every,) + x.shape[2:])[:num_steps], trace)
+    return final, trace.replace(state=snapshots)
