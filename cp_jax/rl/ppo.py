@@ -19,8 +19,9 @@ the steps where some agent is truncated). Samples of agents that are not POLICY-
 alive before the step are masked out of every loss and statistic, and the update only processes
 the first `sample_capacity` x T x B x A samples after moving valid ones to the front (a random
 subset when more are valid; `dropped_frac` reports it), in `compact_groups` groups of whole envs
-(a multiple of the device count keeps compaction and minibatches device-local). The LSTM variant stores the carry of every
-step and re-applies one step from it in the update (no gradient through time).
+(a multiple of the device count keeps compaction and minibatches device-local). The LSTM variant
+stores the carry of every step and re-applies one step from it in the update (no gradient through
+time).
 """
 
 from __future__ import annotations
