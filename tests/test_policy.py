@@ -169,6 +169,18 @@ def test_jit_vmap_and_finite_gradients(obs):
     assert sum(float(jnp.abs(g).sum()) for g in leaves) > 0
 
 
+def test_obs_gain_rescales_positions_and_speeds_but_not_types(obs):
+    gained = nets.NetConfig(set_width=8, trunk=(16,), obs_gain=True)
+    scaled = obs.replace(**{name: getattr(obs, name) * jnp.asarray(nets.OBS_GAINS[name]) for name in nets.OBS_GAINS})
+    a, b = apply(gained, obs), apply(FF, scaled)  # same parameters: the gain is the only difference
+    np.testing.assert_allclose(a[0], b[0], atol=1e-5)
+    np.testing.assert_allclose(a[1], b[1], atol=1e-5)
+    assert not np.allclose(a[0], apply(FF, obs)[0], atol=1e-5)
+    for name, dim in (("partners", -1), ("road", -1)):  # the type id column is an index: never scaled
+        assert nets.OBS_GAINS[name][dim] == 1.0
+    assert nets.small().obs_gain and nets.large().obs_gain and not nets.NetConfig().obs_gain  # saved before: off
+
+
 def test_validate_names_the_field():
     with pytest.raises(ValueError, match="set_width"):
         nets.NetConfig(set_width=0)

@@ -33,6 +33,9 @@ class NetConfig:
     num_actions: int = 91
     condition: bool = True  # False: obs.cond is ignored (non-conditioned policy)
     chunk: int = 0  # > 0: set encoders run over this many agent rows at a time (CPU cache); 0 = all at once
+    # Rescale the observation before the encoders (OBS_GAINS): positions to units of 10 m, speeds to
+    # 10 m/s. False (policies saved before the field existed): the observation as it comes.
+    obs_gain: bool = False
 
     def __post_init__(self):
         self.validate()
@@ -48,7 +51,7 @@ class NetConfig:
         for width in self.trunk:
             if not isinstance(width, int) or isinstance(width, bool) or width < 1:
                 raise ValueError(f"NetConfig.trunk widths must be positive ints, got {self.trunk!r}")
-        for name in ("separate_towers", "condition"):
+        for name in ("separate_towers", "condition", "obs_gain"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"NetConfig.{name} must be a bool, got {getattr(self, name)!r}")
 
@@ -59,12 +62,23 @@ class NetConfig:
 
 def small() -> NetConfig:
     """CPU default: feed-forward, width-32 encoders, one 256 layer (~61K params), sets in chunks of 128 rows."""
-    return NetConfig(set_width=32, trunk=(256,), chunk=128)
+    return NetConfig(set_width=32, trunk=(256,), chunk=128, obs_gain=True)
 
 
 def large() -> NetConfig:
     """Accelerator config (Gigaflow-like): width-128 encoders, 3 x 1024 GELU, separate towers (~5.4M params)."""
-    return NetConfig(set_width=128, trunk=(1024, 1024, 1024), separate_towers=True)
+    return NetConfig(set_width=128, trunk=(1024, 1024, 1024), separate_towers=True, obs_gain=True)
+
+
+# Per-feature gains (NetConfig.obs_gain), in the observation's column order (cp_jax.sim.observation).
+# Its BehaviorBench normalisation puts a 1 m offset at 0.02 (road, partners) or 0.005 (goal), fifty
+# times below the type one-hots and heading cosines beside it in the first layer; these bring
+# positions and lengths to units of 10 m and speeds to 10 m/s. Type columns keep gain 1.
+OBS_GAINS = dict(
+    ego=(20.0, 20.0, 10.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0),  # goal x, y; speed; width, length, flags, accel, steer
+    partners=(5.0, 5.0, 1.0, 1.0, 1.0, 1.0, 10.0, 1.0),  # x, y; width, length; cos, sin; speed; type
+    road=(5.0, 5.0, 10.0, 1.0, 1.0, 1.0, 1.0),  # midpoint x, y; length; width const; cos, sin; type
+)
 
 
 def _dense(width: int, scale: float = np.sqrt(2.0), name: str | None = None) -> nn.Dense:
@@ -155,14 +169,16 @@ class ActorCritic(nn.Module):
 
         carry: None for feed-forward; for an LSTM the pytree from `initial_carry(cfg, [...])`."""
         cfg = self.cfg
-        f32 = lambda x: jnp.asarray(x, jnp.float32)
+        gain = lambda name: jnp.asarray(OBS_GAINS[name], jnp.float32) if cfg.obs_gain else 1.0
+        f32 = lambda x, name: jnp.asarray(x, jnp.float32) * gain(name)
         codes = [
-            _Encoder(cfg.set_width, name="ego")(f32(obs.ego)),
-            _Encoder(cfg.set_width, len(OBJECT_TYPES), cfg.chunk, name="partners")(f32(obs.partners), obs.partner_mask),
-            _Encoder(cfg.set_width, len(ROAD_TYPES), cfg.chunk, name="road")(f32(obs.road), obs.road_mask),
+            _Encoder(cfg.set_width, name="ego")(f32(obs.ego, "ego")),
+            _Encoder(cfg.set_width, len(OBJECT_TYPES), cfg.chunk, name="partners")(
+                f32(obs.partners, "partners"), obs.partner_mask),
+            _Encoder(cfg.set_width, len(ROAD_TYPES), cfg.chunk, name="road")(f32(obs.road, "road"), obs.road_mask),
         ]
         if cfg.condition:
-            codes.append(_dense(cfg.set_width, name="condition")(f32(obs.cond)))
+            codes.append(_dense(cfg.set_width, name="condition")(jnp.asarray(obs.cond, jnp.float32)))
         x = nn.gelu(jnp.concatenate(codes, -1))
         if cfg.lstm and carry is None:
             raise ValueError("NetConfig.lstm > 0: pass carry=initial_carry(cfg, batch_shape)")
