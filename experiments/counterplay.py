@@ -46,6 +46,7 @@ def get_config() -> ml_collections.ConfigDict:
         # back and repaired 1 of 128 failures vs 12 for this (BUILD_NOTES, CounterPlay); "value" is the
         # DESIGN default and the sweep's value30 variant.
         root_rule="fixed", window=30, root_value="own", greedy=False,
+        snapshot_every=1,  # k > 1: keep every k-th state, replay to roots in between (less record memory)
         styles=("cautious", "cautious_normal", "normal", "normal_aggressive", "aggressive"), samples_per_style=1,
         condition_search=True, verify_others=True, reverify=True,
         deploy_style="normal", deploy_distill=True, target="kl", teacher_style="aggressive",
