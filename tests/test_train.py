@@ -23,12 +23,10 @@ TINY = [
 
 
 def _train(workdir, cache, kill_at=None, devices: int = 1):
-    # The runs share jax's persistent compilation cache (beside the scene cache): a resumed or
-    # repeated run loads the programs its predecessor compiled instead of compiling them again.
+    # os.environ carries the session's persistent compilation cache (tests/conftest.py): a resumed or
+    # repeated run loads the programs its predecessor compiled.
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-               JAX_COMPILATION_CACHE_DIR=str(cache) + "_xla", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
-               JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="-1")
+               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
     env.pop(trainer.FAULT_ENV, None)
     if kill_at is not None:
         env[trainer.FAULT_ENV] = str(kill_at)
