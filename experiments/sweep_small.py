@@ -6,7 +6,10 @@ variants listed).
     python -m launch.sweep --config=experiments/sweep_small.py --config.variants="('counterplay','fixed10')" ...
 
 Each variant is an experiment file plus overrides (dotted keys); runs are named VARIANT_sSEED and
-land in OUT/runs/ (a finished run is not re-made: re-running the sweep resumes it).
+land in OUT/runs/ (a finished run is not re-made: re-running the sweep resumes it). TABLE_II,
+TABLE_IV and TABLE_V name the rows of those tables (label, variant); a row whose variant was not run
+is left out. Table IV's other deployment styles (bench.deploy_styles) are benchmarked only for the
+variants its rows name, on bench.deploy_splits.
 """
 
 import ml_collections
@@ -30,6 +33,12 @@ VARIANTS = {
     "counterplay_offstyle": ("counterplay", {
         "counterplay.distill_steps": 64, "counterplay.lr": 3e-4,
         "counterplay.styles": ("cautious", "cautious_normal", "normal_aggressive", "aggressive")}),
+    # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
+    "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
+    # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
+    # under the deployment style (normal); the normal retry then repeats the factual one, so every
+    # verified retry is another style's and carries a distillation signal.
+    "cp_greedy_normal": ("counterplay", {"counterplay.greedy": True, "counterplay.record_style": "normal"}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
     "no_backtrack": ("counterplay", {"counterplay.root_rule": "none"}),
     "no_style": ("counterplay", {"counterplay.condition_search": False}),
@@ -46,6 +55,37 @@ VARIANTS = {
        for s in ("cautious", "cautious_normal", "normal", "normal_aggressive", "aggressive")},
 }
 
+TABLE_II = (  # components and root rule (the paper: anchor, PPO-Continue, fixed 10 / 30 / 50, value rule)
+    ("Anchor", "anchor"),
+    ("PPO-Continue", "ppo_continue"),
+    ("CounterPlay: B C S D, fixed rewind 30 (experiments/counterplay.py)", "counterplay"),
+    ("B off: root = episode start", "no_backtrack"),
+    ("C off: retries keep the original condition", "no_style"),
+    ("S off: no check of other cars, no re-run", "no_verify"),
+    ("D off: student under the original condition", "no_deploy"),
+    ("B: fixed rewind 10", "fixed10"),
+    ("B: fixed rewind 50", "fixed50"),
+    ("B: value rule over 30 decisions (DESIGN default)", "value30"),
+)
+_ALL = ("normal", "halfway", "aggressive")
+TABLE_IV = (  # the policy driven under each ego deployment condition
+    ("Anchor", {s: "anchor" for s in _ALL}),
+    ("PPO-Continue", {s: "ppo_continue" for s in _ALL}),
+    ("Aggressive distillation", {s: "aggressive_distill" for s in _ALL}),
+    ("Cautious distillation", {s: "cautious_distill" for s in _ALL}),
+    ("CounterPlay, distilled for normal", {s: "counterplay" for s in _ALL}),
+    ("CounterPlay, distilled for that condition", {"normal": "counterplay", "halfway": "deploy_halfway",
+                                                    "aggressive": "deploy_aggressive"}),
+)
+TABLE_V = (  # styles searched
+    ("All five", "counterplay"),
+    ("Cautious", "only_cautious"),
+    ("Cautious–normal midpoint", "only_cautious_normal"),
+    ("Normal", "only_normal"),
+    ("Normal–aggressive midpoint", "only_normal_aggressive"),
+    ("Aggressive", "only_aggressive"),
+)
+
 
 def get_config() -> ml_collections.ConfigDict:
     c = ml_collections.ConfigDict()
@@ -58,5 +98,7 @@ def get_config() -> ml_collections.ConfigDict:
         splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
         pairs=200, procedural_scenes=60, procedural_seed=300_000, figures=4,
         ppo_policy="assets/anchors/ppo_small", bc_policy="assets/anchors/smart_bc",
+        # Table IV: these ego styles too, for the variants TABLE_IV names, on these splits (() skips it).
+        deploy_styles=("halfway", "aggressive"), deploy_splits=("interactive",),
     ))
     return c

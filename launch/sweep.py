@@ -1,11 +1,12 @@
-"""Run every variant x seed of a sweep file, then the benchmark, then Tables I-III over seeds.
+"""Run every variant x seed of a sweep file, then the benchmark, then Tables I-V over seeds.
 
     python -m launch.sweep --config=experiments/sweep_small.py --out=runs/sweep
 
 OUT/runs/VARIANT_sSEED: each post-training run (launch.post_train's outputs; finished runs are kept,
 so re-running resumes the sweep). OUT/bench: the benchmark of the anchor and every run
-(episodes.jsonl, summary.json, tables.md, figures). OUT/tables.md: Tables I and III with mean ± std
-over post-training seeds per variant (cp_jax.bench.report.method_tables).
+(episodes.jsonl, summary.json, tables.md, figures; OUT/bench/deploy_STYLE: Table IV's other ego
+styles). OUT/tables.md: Tables I and III (cp_jax.bench.report.method_tables), II and V
+(variant_table) and IV (deployment_table), mean ± std over post-training seeds per variant.
 """
 
 from __future__ import annotations
@@ -53,12 +54,16 @@ def main(_):
     from cp_jax.io.metrics import read_jsonl
     from cp_jax.io.run_info import write_run_info
     from cp_jax.policy import saved
+    from cp_jax.sim import conditions
 
     config = FLAGS.config
+    sweep = importlib.import_module("experiments.sweep_small")
     runs = run_configs(config)
     for c in runs.values():
         trainer.resolve(c)  # validates every run before any work
     b = config.bench
+    for style in [*b.ego_styles, *b.deploy_styles]:
+        conditions.style(style)  # raises, naming the style
     regimes = list(episodes.REGIMES) if list(b.regimes) == ["all"] else list(b.regimes)
     write_run_info(FLAGS.out, config)
     t0 = time.time()
@@ -84,12 +89,37 @@ def main(_):
     run_benchmark(egos, traffic, regimes, list(b.splits), list(b.ego_styles), b.seeds, bench, scenes,
                   figures=b.figures, progress=False, figure_filter=repaired)
     records = read_jsonl(os.path.join(bench, "episodes.jsonl"))
-    text = "\n\n".join(report.method_tables(records, regimes, "anchor", s) for s in b.ego_styles) + "\n"
+    for style in b.deploy_styles:  # Table IV: the variants its rows name, under the other deployment styles
+        wanted = {row[style] for _, row in sweep.TABLE_IV if style in row}
+        deploy_egos = [e for e in egos if report.method_of(e.name) in wanted]
+        if deploy_egos and style not in b.ego_styles:
+            print(f"[{time.time() - t0:6.0f}s] benchmark, ego style {style}", flush=True)
+            out = os.path.join(bench, f"deploy_{style}")
+            run_benchmark(deploy_egos, traffic, regimes, list(b.deploy_splits), [style], b.seeds, out, scenes,
+                          progress=False)
+            records += read_jsonl(os.path.join(out, "episodes.jsonl"))
+    text = "\n\n".join(tables(records, regimes, config))
     with open(os.path.join(FLAGS.out, "tables.md"), "w") as f:
         f.write(text)
     print(text)
     spent = {n: json.load(open(os.path.join(FLAGS.out, "runs", n, "post_train.json")))["agent_steps"] for n in runs}
     print(json.dumps(dict(agent_steps=spent, total_s=round(time.time() - t0)), indent=1))
+
+
+def tables(records: list[dict], regimes: list[str], config) -> list[str]:
+    """Tables I and III per ego style, II and V per split, IV per deployment split (Markdown blocks)."""
+    from cp_jax.bench import report
+
+    sweep = importlib.import_module("experiments.sweep_small")
+    b = config.bench
+    out = [report.method_tables(records, regimes, "anchor", s) for s in b.ego_styles]
+    for split in b.splits:
+        out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), "Table II (components)", split))
+        out.append(report.variant_table(records, regimes, list(sweep.TABLE_V), "Table V (styles searched)", split))
+    if b.deploy_styles:
+        styles = list(dict.fromkeys([*b.ego_styles, *b.deploy_styles]))
+        out += [report.deployment_table(records, regimes, list(sweep.TABLE_IV), styles, s) for s in b.deploy_splits]
+    return out
 
 
 if __name__ == "__main__":

@@ -78,3 +78,25 @@ def test_method_tables_average_runs_of_a_method_over_post_training_seeds():
     table_iii = [line for line in text.splitlines() if line.startswith("| cp | interactive")]
     assert table_iii == ["| cp | interactive | 50.00 ± 50.00 | 50.00 ± 50.00 | — | — | — |"]
     assert "cp" in rows
+
+
+def test_variant_and_deployment_tables_average_regimes_then_runs():
+    """Tables II / V: per run the mean over regimes, then mean ± std over the method's runs; rows
+    whose method has no run are left out. Table IV: a row reads each style's column from the method
+    named for that style."""
+    recs = []
+    for run, outcome, score in (("cp_s0", "completed", 100.0), ("cp_s1", "at_fault", 0.0)):
+        recs += [_rec(run, outcome, regime=g, score=score) for g in ("idm", "expert")]
+    recs += [_rec("anchor", "timeout", regime=g, score=20.0 + 20.0 * (g == "idm")) for g in ("idm", "expert")]
+    recs += [_rec("deploy_halfway_s0", "completed", regime=g, style="halfway", score=70.0) for g in ("idm", "expert")]
+    text = report.variant_table(recs, ["idm", "expert"], [("A", "anchor"), ("full", "cp"), ("gone", "no_such")], "T")
+    assert "| A | anchor | 1 | 30.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 100.00 ± 0.00 |" in text
+    assert "| full | cp | 2 | 50.00 ± 50.00 | 50.00 ± 50.00 | 0.00 ± 0.00 | 50.00 ± 50.00 | 0.00 ± 0.00 |" in text
+    assert "no_such" not in text
+    # A run missing a regime is not averaged over the regimes it has.
+    assert "| A |" not in report.variant_table(recs, ["idm", "expert", "ppo"], [("A", "anchor")], "T")
+    table = report.deployment_table(recs, ["idm", "expert"], [("CP", {"normal": "cp", "halfway": "deploy_halfway"}),
+                                                              ("Anchor", {"normal": "anchor", "halfway": "anchor"})],
+                                    ["normal", "halfway"])
+    assert "| CP | 50.00 ± 50.00 / 50.00 | 70.00 ± 0.00 / 0.00 |" in table
+    assert "| Anchor | 30.00 ± 0.00 / 0.00 | — |" in table

@@ -18,6 +18,10 @@ Tables (Markdown):
   episodes it retains and the share of each reference failure kind it repairs (completes), matched
   episode by episode on (split, regime, ego style, seed, scene, ego);
 - IV: score and at-fault rate per ego style (mean over regimes), per split.
+
+Over post-training seeds (runs named METHOD_sSEED, `method_of`): `method_tables` (Tables I and III),
+`variant_table` (Tables II and V: chosen methods' score, at-fault, off-road, goal and timeout rates)
+and `deployment_table` (Table IV: score and at-fault rate per ego deployment condition).
 """
 
 from __future__ import annotations
@@ -205,4 +209,61 @@ def method_tables(records: list[dict], regimes: list[str], reference: str, ego_s
         for method, vals in per_method.items():
             cells = [_pm(np.mean(vals[k]), np.std(vals[k])) if vals[k] else "—" for k in kinds]
             lines.append(f"| {method} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _run_means(records: list[dict], regimes: list[str], split: str, ego_style: str) -> dict[str, dict[str, float]]:
+    """{policy: {score, at_fault, offroad, goal, timeout}}: each regime's mean over its episodes (all
+    benchmark seeds), then the mean over `regimes`; only policies with every regime present."""
+    rs = [r for r in records if r["ego_controlled"] and r["split"] == split and r["ego_style"] == ego_style]
+    out = {}
+    for (policy,), prs in _group(rs, ("policy",)).items():
+        by_regime = _group(prs, ("regime",))
+        if all((g,) in by_regime for g in regimes):
+            out[policy] = {k: float(np.mean([np.mean([float(r[k]) for r in by_regime[(g,)]]) for g in regimes]))
+                           for k in ("score", "at_fault", "offroad", "goal", "timeout")}
+    return out
+
+
+def _over_runs(means: dict[str, dict[str, float]], method: str) -> tuple[int, dict[str, tuple[float, float]]]:
+    """(number of runs, {metric: (mean, std) over the runs of `method`})."""
+    runs = [m for policy, m in means.items() if method_of(policy) == method]
+    if not runs:
+        return 0, {}
+    return len(runs), {k: (float(np.mean([m[k] for m in runs])), float(np.std([m[k] for m in runs])))
+                       for k in runs[0]}
+
+
+def variant_table(records: list[dict], regimes: list[str], rows: list[tuple[str, str]], title: str,
+                  split: str = "interactive", ego_style: str = "normal") -> str:
+    """Tables II and V: one line per (label, method) whose runs are in the records (others are left
+    out): score and the at-fault, off-road, goal and timeout rates (%), each the mean over regimes,
+    mean ± std over the method's runs (post-training seeds)."""
+    means = _run_means(records, regimes, split, ego_style)
+    head = ["variant", "method", "runs", "score", "at-fault %", "off-road %", "goal %", "timeout %"]
+    lines = [f"**{title}** — {split} split, ego style {ego_style}; means over regimes, ± std over "
+             "post-training seeds", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, method in rows:
+        n, m = _over_runs(means, method)
+        if n:
+            pct = [_pm(100 * m[k][0], 100 * m[k][1]) for k in ("at_fault", "offroad", "goal", "timeout")]
+            lines.append(f"| {label} | {method} | {n} | {_pm(*m['score'])} | " + " | ".join(pct) + " |")
+    return "\n".join(lines)
+
+
+def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[str, dict[str, str]]],
+                     styles: list[str], split: str = "interactive") -> str:
+    """Table IV: per row (label, {ego style: method}), the method's score ± std and at-fault rate (%)
+    when its ego drives under that deployment style; "—" where no run was benchmarked so."""
+    means = {style: _run_means(records, regimes, split, style) for style in styles}
+    lines = [f"**Table IV** — ego deployment condition, {split} split: score ± std / at-fault % (means over "
+             "regimes, ± std over post-training seeds)", "", "| method | " + " | ".join(styles) + " |",
+             "|" + "---|" * (len(styles) + 1)]
+    for label, by_style in rows:
+        cells = []
+        for style in styles:
+            n, m = _over_runs(means[style], by_style[style]) if style in by_style else (0, {})
+            cells.append(f"{_pm(*m['score'])} / {100 * m['at_fault'][0]:.2f}" if n else "—")
+        if any(c != "—" for c in cells):
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

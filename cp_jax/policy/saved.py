@@ -59,7 +59,8 @@ def load(folder: str) -> SavedPolicy:
         sim_cfg = SimConfig(**_read_json(folder, "sim_config.json"))
     except (TypeError, ValueError) as e:
         raise ValueError(f"{os.path.join(folder, 'sim_config.json')}: {e}") from None
-    template = networks.init_params(net_cfg, sim_cfg, jax.random.PRNGKey(0))
+    # Shapes only (traced, not run): the parameters themselves come from the file.
+    template = jax.eval_shape(lambda: networks.init_params(net_cfg, sim_cfg, jax.random.PRNGKey(0)))
     path = os.path.join(folder, "params.msgpack")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path}: missing (a saved policy folder holds {', '.join(FILES)})")
