@@ -2,9 +2,10 @@
 
 One mesh axis, "data", over every device of every process. Batch-leading arrays (the PPO envs, the
 CounterPlay records and failures) are split along it; parameters, optimiser state and the scenario
-bank are replicated. The jitted programs are the single-device ones: placing their inputs (and
-constraining a few intermediates) is all it takes, and XLA's SPMD partitioner inserts the
-collectives (the mean of the loss over the global batch becomes an all-reduce of the gradients).
+bank are replicated (or the bank split in groups of scenes, below). The jitted programs are the
+single-device ones: placing their inputs (and constraining a few intermediates) is all it takes,
+and XLA's SPMD partitioner inserts the collectives (the mean of the loss over the global batch
+becomes an all-reduce of the gradients).
 A mesh of one device runs the same code path.
 
     parallel.initialize(flags)                       # multi-host: jax.distributed, before anything else
@@ -12,6 +13,10 @@ A mesh of one device runs the same code path.
     runner = ppo.shard_runner(runner, mesh)          # envs split, the rest replicated
     bank = parallel.replicate(bank, mesh)
     update = ppo.make_update(net, cfg, sim, params, mesh=mesh)
+
+Scenes per device (and per host): with PPOConfig.bank_groups = G, a multiple of the device count,
+each process reads only the groups `local_groups(G, mesh)` of its devices and `shard_groups` makes
+the global [G, S / G, ...] bank; `ppo.init(..., mesh=mesh)` starts the runner from it.
 
 Random numbers do not depend on the sharding (threefry is partitionable by default since jax 0.5),
 so a sharded run equals the single-device run of the same global batch up to float reduction order.
@@ -108,6 +113,25 @@ def shard_batch(tree: Any, mesh: Mesh) -> Any:
     """Every leaf split along its leading (batch) axis over the mesh."""
     spec = batch_spec(mesh)
     return jax.tree.map(lambda x: _put(x, spec), tree)
+
+
+def local_groups(groups: int, mesh: Mesh) -> list[int]:
+    """Which of `groups` groups (split evenly along the mesh's devices, in order: a scenario bank of
+    PPOConfig.bank_groups) this process's devices hold, i.e. which it must read."""
+    devices = mesh.devices.reshape(-1)
+    if groups % len(devices):
+        raise ValueError(f"PPOConfig.bank_groups ({groups}) must be a multiple of the number of devices "
+                         f"({len(devices)})")
+    per = groups // len(devices)
+    return [g for g in range(groups) if devices[g // per].process_index == jax.process_index()]
+
+
+def shard_groups(tree: Any, mesh: Mesh, groups: int) -> Any:
+    """Leaves [len(local_groups(groups, mesh)), ...] holding this process's groups, in order -> global
+    arrays [groups, ...] split along the mesh; no process needs the others' groups."""
+    spec = batch_spec(mesh)
+    return jax.tree.map(lambda x: jax.make_array_from_process_local_data(spec, np.asarray(x), (groups, *x.shape[1:])),
+                        tree)
 
 
 def local(tree: Any) -> Any:

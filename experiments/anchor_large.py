@@ -19,6 +19,7 @@ def get_config():
     c.ppo.num_minibatches = 16
     c.ppo.update_epochs = 1
     c.ppo.compact_groups = 8  # device-local compaction on 1, 2, 4 or 8 devices (ppo.PPOConfig)
+    c.ppo.bank_groups = 8  # each device (and host) holds and reads only its 256 scenes (ppo.PPOConfig)
     c.ppo.lr = 3e-4
     c.ppo.vf_coef = 2.0
     c.ppo.adv_filter = True

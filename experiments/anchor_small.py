@@ -33,9 +33,11 @@ def get_config() -> ml_collections.ConfigDict:
     c.ppo = ml_collections.ConfigDict(dict(
         num_envs=32, rollout_steps=45, rollouts_per_scene=4, sample_capacity=0.3, update_epochs=2,
         compact_groups=1,  # set to a multiple of the device count for device-local compaction (ppo.PPOConfig)
+        bank_groups=1,  # > 1 (a multiple of the device count): each device/host holds and reads only its scene groups
         num_minibatches=4, lr=5e-4, lr_schedule="linear",
         max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.03,
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
+        goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.0,  # share of agents given one of the five named styles instead of a uniform sample
     ))
     c.train = ml_collections.ConfigDict(dict(

@@ -44,6 +44,13 @@ def test_sharded_ppo_equals_single_device_run_on_four_devices_and_on_two_hosts()
     assert out["same_env_state"] and out["same_steps"]
     assert out["max_stat_diff"] < 1e-3
     assert "PPOConfig.num_envs (6)" in out["indivisible_error"]
+    # The bank split in 4 groups of scenes, one per device: each env draws from its own group, each
+    # device holds one group, nothing bank-sized is gathered, and the run equals one device's.
+    grouped = out["groups"]
+    assert grouped["start_x"] == [10.0, 10.0, 30.0, 30.0, 50.0, 50.0, 70.0, 70.0]
+    assert grouped["bank_shard_shapes"] == [[1, 1]] and grouped["bank_spec"] == "P('data',)"
+    assert grouped["max_param_diff"] < 1e-4 and grouped["same_env_state"]
+    assert grouped["max_all_gather"] <= 8 * 4 * 4
 
     port = str(_free_port())
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
@@ -58,6 +65,11 @@ def test_sharded_ppo_equals_single_device_run_on_four_devices_and_on_two_hosts()
     for h in hosts:
         assert h["agent_steps"] == ref["agent_steps"] and h["goal_rate"] == pytest.approx(ref["goal_rate"])
         assert h["checksums"] == pytest.approx(ref["checksums"], rel=1e-4)
+        # Each host read only the two scene groups of its own devices, and the grouped run still
+        # equals one device's.
+        assert h["groups_read"] == ([0, 1] if h["process"] == 0 else [2, 3])
+        assert h["groups_agent_steps"] == grouped["one_device"]["agent_steps"]
+        assert h["groups_checksums"] == pytest.approx(grouped["one_device"]["checksums"], rel=1e-4)
 
 
 def test_sharded_counterplay_rounds_equal_single_device_rounds():

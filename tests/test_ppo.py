@@ -72,16 +72,34 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
         (dict(num_minibatches=10_000), "num_minibatches"),
         (dict(rollouts_per_scene=0), "rollouts_per_scene"),
         (dict(goal_radius_range=(3.0, 2.0)), "goal_radius_range"),
+        (dict(goal_radius_power=0.0), "goal_radius_power"),
         (dict(lr_schedule="step"), "lr_schedule"),
         (dict(gamma=1.5), "gamma"),
         (dict(num_envs=0), "num_envs"),
         (dict(compact_groups=3), "compact_groups"),
         (dict(compact_groups=0), "compact_groups"),
+        (dict(bank_groups=3), "bank_groups"),
     ],
 )
 def test_config_errors_name_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
         _cfg(**kw).validate(SIM)
+
+
+def test_grouped_bank_envs_draw_only_from_their_own_group():
+    """bank_groups=2 over the scenes [a, b, b, a]: group 0 is [a, b], group 1 [b, a]; scene index i of
+    an env in group g is scene g * 2 + i of the flat bank."""
+    three = _bank()
+    grouped = ppo.group_bank(jax.tree.map(lambda x: jnp.concatenate([x, x[::-1]]), three), 2)
+    assert jax.tree.leaves(grouped)[0].shape[:2] == (2, 2)
+    with pytest.raises(ValueError, match="bank_groups"):
+        ppo.group_bank(three, 3)
+    cfg = _cfg(num_envs=4, bank_groups=2)
+    idx = jnp.array([0, 1, 0, 1])  # envs 0, 1 in group 0; envs 2, 3 in group 1
+    scenes = ppo.take_scenes(grouped, idx, cfg)
+    flat = jax.tree.map(lambda x: x.reshape(4, *x.shape[2:]), grouped)
+    for env_i, scene_i in enumerate([0, 1, 2, 3]):
+        np.testing.assert_array_equal(np.asarray(scenes.log_xy[env_i]), np.asarray(flat.log_xy[scene_i]))
 
 
 def test_compaction_keeps_valid_samples_first_within_each_group_of_envs():
@@ -205,6 +223,9 @@ def test_sampled_goal_radius_range():
     radius = np.asarray(cond[..., 0])
     assert radius.min() >= 2.0 and radius.max() <= 3.0 and radius.std() > 0.1
     assert np.asarray(cond[..., 9]).max() > 10.0  # the other fields keep their DESIGN ranges
+    skewed = ppo.sample_conditions(jax.random.PRNGKey(0), (4096,), _cfg(goal_radius_power=3.0))[..., 0]
+    # u ** 3 <= 0.1 (radius <= 3 m) for u <= 0.464: about 46% of draws, against 10% when uniform.
+    assert 0.42 < float(np.mean(np.asarray(skewed) <= 3.0)) < 0.50 and float(np.max(skewed)) > 11.0
 
 
 def test_style_frac_mixes_named_styles_into_sampled_conditions():

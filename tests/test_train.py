@@ -22,7 +22,7 @@ TINY = [
 ]
 
 
-def _train(workdir, cache, kill_at=None, devices: int = 1):
+def _train(workdir, cache, kill_at=None, devices: int = 1, extra=(), process=None):
     # os.environ carries the session's persistent compilation cache (tests/conftest.py): a resumed or
     # repeated run loads the programs its predecessor compiled.
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
@@ -31,7 +31,12 @@ def _train(workdir, cache, kill_at=None, devices: int = 1):
     if kill_at is not None:
         env[trainer.FAULT_ENV] = str(kill_at)
     cmd = [sys.executable, "-m", "launch.train_anchor", f"--workdir={workdir}",
-           f"--config.scenes.cache_dir={cache}", *TINY, f"--config.train.devices={devices}"]
+           f"--config.scenes.cache_dir={cache}", *TINY, f"--config.train.devices={devices}", *extra]
+    if process is not None:  # (process id, coordinator port): one of two processes joined by jax.distributed
+        env["JAX_CPU_COLLECTIVES_IMPLEMENTATION"] = "gloo"
+        cmd += [f"--coordinator=localhost:{process[1]}", "--num_processes=2", f"--process_id={process[0]}",
+                "--config.train.devices=0"]
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
@@ -74,6 +79,33 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     for ra, rd in zip(_metrics(a), sharded, strict=True):
         for k in ra:
             assert rd[k] == pytest.approx(ra[k], rel=1e-3, abs=1e-4), (ra["step"], k)
+
+
+@pytest.mark.slow
+def test_two_process_launch_reads_its_own_scene_group_and_writes_files_once(tmp_path):
+    """launch.train_anchor as two processes (one device each, jax.distributed on localhost) with the
+    bank in 2 scene groups: each process builds and holds only its own group, process 0 alone writes
+    logs and the policy, orbax writes the checkpoints once, and the metrics equal one process with
+    2 devices and the same groups."""
+    from tests.test_parallel import _free_port
+
+    cache, extra = tmp_path / "cache", ["--config.ppo.bank_groups=2", "--config.train.total_updates=4"]
+    port = _free_port()
+    procs = [_train(tmp_path / "m", cache, extra=extra, process=(i, port)) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+        assert "1 training scenes (this process's of 2 groups)" in err
+    assert len([d for d in os.listdir(cache) if d.startswith("procedural_")]) == 2  # a cache per group
+    assert sorted(os.listdir(tmp_path / "m" / "checkpoints")) == ["2", "4"]
+    assert (tmp_path / "m" / "policy" / "params.msgpack").exists()
+    one = _train(tmp_path / "r", cache, devices=2, extra=extra)
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = _metrics(tmp_path / "m")
+    assert [r["step"] for r in two] == [1, 2, 3, 4]  # one line per update: only process 0 logs
+    for ra, rb in zip(_metrics(tmp_path / "r"), two, strict=True):
+        for k in ra:
+            assert rb[k] == pytest.approx(ra[k], rel=1e-3, abs=1e-4), (ra["step"], k)
 
 
 def test_bad_config_fails_before_any_work(tmp_path):

@@ -85,6 +85,8 @@ def resolve(config) -> Setup:
             raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
         ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"))
         ppo_cfg.validate(anchor.sim)
+        if ppo_cfg.bank_groups != 1:
+            raise ValueError("config.ppo.bank_groups: post-training keeps the whole bank on every device (use 1)")
         if (config.method == "ppo_opponent") != (ppo_cfg.opponent_frac > 0):
             raise ValueError("config.ppo.opponent_frac: > 0 for ppo_opponent (and only for it)")
         if config.method == "ppo_opponent" and (config.opponent.pool_size < 1 or config.opponent.pool_every < 1):

@@ -57,6 +57,11 @@ class PPOConfig:
     # device count keeps compaction and minibatches device-local under data parallelism (no gather
     # of the rollout); results then do not depend on how many devices share the groups.
     compact_groups: int = 1
+    # > 1: the scenario bank is grouped [bank_groups, S / bank_groups, ...] (`group_bank`) and env
+    # group g (num_envs / bank_groups whole envs) draws its scenes from bank[g] only. With the groups a
+    # multiple of the device count and the bank sharded along them (`parallel.shard_groups`), every
+    # device (and host) holds and reads only its share of the scenes. 1: one bank, every env draws from all.
+    bank_groups: int = 1
     update_epochs: int = 1
     num_minibatches: int = 4
     lr: float = 3e-4
@@ -74,6 +79,9 @@ class PPOConfig:
     adv_filter_beta: float = 0.25
     conditioned: bool = True  # False: the non-conditioned baseline (fixed reward, fixed style)
     goal_radius_range: tuple[float, float] = (2.0, 12.0)  # sampled goal radius (DESIGN: U(2, 12) m)
+    # radius = low + (high - low) * u ** goal_radius_power, u ~ U(0, 1): 1 is uniform (DESIGN); > 1 puts
+    # more episodes near the evaluation radius (2 m) while keeping the whole range.
+    goal_radius_power: float = 1.0
     # Share of agents whose episode condition is one of the five named retry styles (2 m evaluation
     # goal radius) instead of a uniform sample (0: DESIGN's uniform sampling only).
     style_frac: float = 0.0
@@ -87,7 +95,8 @@ class PPOConfig:
 
     def validate(self, sim: SimConfig) -> None:
         """Raise ValueError naming the field for inconsistent settings."""
-        positive = ("num_envs", "rollout_steps", "update_epochs", "num_minibatches", "total_updates", "compact_groups")
+        positive = ("num_envs", "rollout_steps", "update_epochs", "num_minibatches", "total_updates", "compact_groups",
+                    "bank_groups")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"PPOConfig.{name} must be >= 1, got {getattr(self, name)}")
@@ -95,6 +104,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.rollouts_per_scene must be >= 1, got {self.rollouts_per_scene}")
         if not 0.0 < self.sample_capacity <= 1.0:
             raise ValueError(f"PPOConfig.sample_capacity must be in (0, 1], got {self.sample_capacity}")
+        if self.num_envs % self.bank_groups:
+            raise ValueError(f"PPOConfig.bank_groups ({self.bank_groups}) must divide num_envs ({self.num_envs})")
         if self.num_envs % self.compact_groups:
             raise ValueError(f"PPOConfig.compact_groups ({self.compact_groups}) must divide num_envs ({self.num_envs})")
         if self.capacity(sim) < self.num_minibatches * self.compact_groups:
@@ -117,6 +128,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
+        if not self.goal_radius_power > 0.0:
+            raise ValueError(f"PPOConfig.goal_radius_power must be > 0, got {self.goal_radius_power}")
         low, high = self.goal_radius_range
         if not 0.0 < low <= high:
             raise ValueError(f"PPOConfig.goal_radius_range must be (low, high) with 0 < low <= high, got "
@@ -182,13 +195,14 @@ def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) ->
         use = jax.random.uniform(k_use, shape) < cfg.style_frac
         sampled = sample_conditions(key, shape, dataclasses.replace(cfg, style_frac=0.0))
         return jnp.where(use[..., None], named, sampled)
-    if cfg.conditioned and cfg.goal_radius_range == (2.0, 12.0):  # DESIGN's ranges: the shipped runs' stream
-        return conditions.sample(key, shape)
+    if cfg.conditioned and cfg.goal_radius_range == (2.0, 12.0) and cfg.goal_radius_power == 1.0:
+        return conditions.sample(key, shape)  # DESIGN's ranges: the shipped runs' random stream
     if cfg.conditioned:
         k_cond, k_radius = jax.random.split(key)
         cond = conditions.sample(k_cond, shape)
         low, high = cfg.goal_radius_range
-        return cond.at[..., 0].set(jax.random.uniform(k_radius, shape, minval=low, maxval=high))
+        u = jax.random.uniform(k_radius, shape) ** cfg.goal_radius_power
+        return cond.at[..., 0].set(low + (high - low) * u)
     return jnp.broadcast_to(conditions.style(cfg.fixed_style), (*shape, types.COND_DIM))
 
 
@@ -207,10 +221,29 @@ def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller,
     return jax.vmap(lambda sc, k, c, ctrl: env.reset(sc, k, c, sim, ctrl))(scenes, keys, cond, controller)
 
 
-def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
-    """Fresh episodes: B random scenes of the bank, per-agent conditions. -> (SimState [B], idx [B])."""
-    k_idx, k_cond, k_env = jax.random.split(key, 3)
+def group_bank(bank: Scenario, groups: int) -> Scenario:
+    """[S, ...] -> [groups, S / groups, ...]: group g holds scenes g * S / groups onwards (a bank for
+    PPOConfig.bank_groups = groups). S must be a multiple of groups."""
     n = jax.tree.leaves(bank)[0].shape[0]
+    if n % groups:
+        raise ValueError(f"PPOConfig.bank_groups ({groups}) must divide the number of scenes in the bank ({n})")
+    return jax.tree.map(lambda x: x.reshape(groups, n // groups, *x.shape[1:]), bank)
+
+
+def take_scenes(bank: Scenario, idx: jax.Array, cfg: PPOConfig) -> Scenario:
+    """The envs' scenes [B, ...]: bank [S, ...] and idx [B] into it, or with cfg.bank_groups = G > 1
+    a grouped bank [G, S / G, ...] and idx [B] into each env's own group (envs b * G / B)."""
+    if cfg.bank_groups == 1:
+        return jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx)
+    grouped = jax.vmap(jax.vmap(env.take_scenario, in_axes=(None, 0)))(bank, idx.reshape(cfg.bank_groups, -1))
+    return jax.tree.map(lambda x: x.reshape(cfg.num_envs, *x.shape[2:]), grouped)
+
+
+def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
+    """Fresh episodes: B random scenes of the bank (of each env's group with cfg.bank_groups > 1),
+    per-agent conditions. -> (SimState [B], idx [B])."""
+    k_idx, k_cond, k_env = jax.random.split(key, 3)
+    n = jax.tree.leaves(bank)[0].shape[0 if cfg.bank_groups == 1 else 1]
     idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
     cond = sample_conditions(k_cond, (cfg.num_envs, sim.max_agents), cfg)
     controller = None
@@ -218,13 +251,21 @@ def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
         k_env, k_ctrl = jax.random.split(k_env)
         controller = episode_controllers(k_ctrl, cfg, sim)
     keys = jax.random.split(k_env, cfg.num_envs)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx)
-    return _reset_batch(scenes, keys, cond, controller, sim), idx
+    return _reset_batch(take_scenes(bank, idx, cfg), keys, cond, controller, sim), idx
 
 
-def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario) -> Runner:
-    """A fresh Runner: initial parameters, optimiser state, first episodes."""
+def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario,
+         mesh=None) -> Runner:
+    """A fresh Runner: initial parameters, optimiser state, first episodes. With a mesh it is made by
+    one jitted program straight onto `shard_runner`'s layout, which also works when the bank is
+    sharded over hosts (bank_groups; no process holds all of it)."""
     cfg.validate(sim)
+    if mesh is not None:
+        fn = functools.partial(init, net, cfg, sim)
+        batch, rest = parallel.batch_spec(mesh), parallel.replicated_spec(mesh)
+        shardings = _place(jax.eval_shape(fn, key, bank), lambda x: jax.tree.map(lambda _: batch, x),
+                           lambda x: jax.tree.map(lambda _: rest, x))
+        return jax.jit(fn, out_shardings=shardings)(key, bank)
     k_params, k_env, key = jax.random.split(key, 3)
     params = networks.init_params(net.cfg, sim, k_params)
     state, idx = reset_envs(k_env, bank, cfg, sim)
@@ -390,7 +431,9 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
     opponent: the parameters driving OTHER_POLICY agents (required when cfg.opponent_frac > 0);
     human: (Obs [M], action [M], weight [M]) logged driving for the bc_coef term (when > 0).
     mesh (cp_jax.parallel): data parallelism, the envs split over its devices (place the runner
-    with `shard_runner` and the bank with `parallel.replicate`); None: wherever the inputs are."""
+    with `shard_runner` and the bank with `parallel.replicate`, or a grouped bank with
+    `parallel.shard_groups`); None: wherever the inputs are. bank: [S, ...], or [G, S / G, ...] for
+    cfg.bank_groups = G > 1 (`group_bank`)."""
     cfg.validate(sim)
     parallel.check_divisible(cfg.num_envs, mesh, "PPOConfig.num_envs")
     optimizer = make_optimizer(cfg)
@@ -467,7 +510,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
             raise ValueError("PPOConfig.opponent_frac > 0: pass the opponent's parameters to update")
         if (cfg.bc_coef > 0.0) != (human is not None):
             raise ValueError("PPOConfig.bc_coef > 0 needs update(..., human=(obs, action, weight)), and only then")
-        scenes = parallel.constrain(jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx), mesh)
+        scenes = parallel.constrain(take_scenes(bank, runner.scene_idx, cfg), mesh)
         state, carry, ep_return, totals, key, batch = rollout(runner, scenes, opponent)
         _, last_value, _ = net.apply(runner.params, observe(state, scenes), carry)
         adv, ret = gae(batch.reward, batch.value, batch.terminated, batch.truncated, batch.boot_value,

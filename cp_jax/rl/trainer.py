@@ -68,10 +68,17 @@ def resolve(config) -> Setup:
     for name in ("log_every", "ckpt_every", "keep", "total_updates"):
         if config.train[name] < 1:
             raise ValueError(f"config.train.{name} must be >= 1, got {config.train[name]}")
-    parallel.check_divisible(ppo_cfg.num_envs, parallel.config_mesh(config.train.get("devices", 0)),
-                             "config.ppo.num_envs")
+    mesh = parallel.config_mesh(config.train.get("devices", 0))
+    parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
+    if ppo_cfg.bank_groups > 1:
+        if ppo_cfg.bank_groups % parallel.size(mesh):
+            raise ValueError(f"config.ppo.bank_groups ({ppo_cfg.bank_groups}) must be a multiple of the number of "
+                             f"devices ({parallel.size(mesh)})")
+        if config.scenes.train % ppo_cfg.bank_groups:
+            raise ValueError(f"config.scenes.train ({config.scenes.train}) must be a multiple of "
+                             f"config.ppo.bank_groups ({ppo_cfg.bank_groups})")
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
@@ -79,12 +86,15 @@ def resolve(config) -> Setup:
     return Setup(sim, ppo_cfg, net)
 
 
-def load_scenes(config, sim: types.SimConfig):
-    """(train bank, held-out bank or None, scene names) for the config's scene section."""
+def load_scenes(config, sim: types.SimConfig, groups: list[int] | None = None):
+    """(train bank, held-out bank or None, scene names) for the config's scene section. groups: read
+    only those of config.ppo.bank_groups scene groups (group g: procedural seeds train_seed + g n ..
+    + (g + 1) n - 1 with n = train / bank_groups, then its share of the real scenes) and return the
+    bank grouped [len(groups), scenes per group, ...]."""
     from cp_jax.scenarios import bank as bank_lib
 
     sc = config.scenes
-    names, train_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
+    real = None
     if sc.real:
         from cp_jax.scenarios.cache import ScenarioCache
 
@@ -92,13 +102,31 @@ def load_scenes(config, sim: types.SimConfig):
         if real.cfg != sim:
             raise ValueError(f"config.scenes.real={sc.real!r}: built with {real.cfg}, training needs {sim} "
                              "(rebuild it with the training SimConfig)")
-        real_names, real_bank = real.load_bank()
-        names += real_names
-        train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
     eval_bank = None
     if sc.eval:
         _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
-    return train_bank, eval_bank, names
+    if groups is None:
+        names, train_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
+        if real is not None:
+            real_names, real_bank = real.load_bank()
+            names += real_names
+            train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
+        return train_bank, eval_bank, names
+    num_groups = config.ppo.bank_groups
+    n, r = sc.train // num_groups, (len(real) // num_groups if real is not None else 0)
+    if real is not None and len(real) % num_groups:
+        logging.warning("config.scenes.real: %d scenes in %d groups of %d; the last %d are not used", len(real),
+                        num_groups, r, len(real) % num_groups)
+    names, banks = [], []
+    for g in groups:
+        group_names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim)
+        if real is not None:
+            real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
+            group_names += real_names
+            bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), bank, real_bank)
+        names += group_names
+        banks.append(bank)
+    return jax.tree.map(lambda *x: jnp.stack(x), *banks), eval_bank, names
 
 
 def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict[str, float]]:
@@ -122,12 +150,21 @@ def train(config, workdir: str) -> dict[str, Any]:
     os.makedirs(workdir, exist_ok=True)
     if primary:
         write_run_info(workdir, config)
-    train_bank, eval_bank, names = load_scenes(config, setup.sim)
-    logging.info("%d training scenes, %s held-out", len(names), 0 if eval_bank is None else config.scenes.eval)
+    mesh = parallel.config_mesh(config.train.get("devices", 0))  # data parallelism (one device: same program)
+    groups = setup.ppo.bank_groups
+    train_bank, eval_bank, names = load_scenes(config, setup.sim, parallel.local_groups(groups, mesh)
+                                               if groups > 1 else None)
+    logging.info("%d training scenes%s, %s held-out", len(names), f" (this process's of {groups} groups)"
+                 if groups > 1 else "", 0 if eval_bank is None else config.scenes.eval)
 
     net = networks.ActorCritic(setup.net)
     params = types.default_params()
-    runner = ppo.init(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank)
+    key = jax.random.PRNGKey(config.seed)
+    if groups > 1:  # every process holds only its devices' scene groups: the runner starts from the sharded bank
+        train_bank = parallel.shard_groups(train_bank, mesh, groups)
+        runner = ppo.init(net, setup.ppo, setup.sim, key, train_bank, mesh=mesh)
+    else:
+        runner = ppo.init(net, setup.ppo, setup.sim, key, train_bank)
     ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
     writer = MetricWriter(workdir, enabled=primary)
     if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
@@ -135,10 +172,11 @@ def train(config, workdir: str) -> dict[str, Any]:
         if start_policy.net.cfg != setup.net:
             raise ValueError(f"config.init_from={config.init_from!r}: its network {start_policy.net.cfg} differs "
                              f"from config.net {setup.net}")
-        runner = runner.replace(params=start_policy.params)
-    # Data parallelism: the envs split over the devices (one device: the same program).
-    mesh = parallel.config_mesh(config.train.get("devices", 0))
-    runner, train_bank = ppo.shard_runner(runner, mesh), parallel.replicate(train_bank, mesh)
+        start_params = start_policy.params if groups == 1 else parallel.replicate(start_policy.params, mesh)
+        runner = runner.replace(params=start_params)
+    # Data parallelism: the envs split over the devices, the bank whole on each (unless grouped, above).
+    if groups == 1:
+        runner, train_bank = ppo.shard_runner(runner, mesh), parallel.replicate(train_bank, mesh)
     restored = ckpt.restore(_to_tree(runner))  # onto the runner's shardings
     start = 0
     if restored is not None:

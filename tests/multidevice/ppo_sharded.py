@@ -1,9 +1,11 @@
 """Run under 4 forced host devices (tests/test_parallel.py starts it in its own process):
 data-parallel PPO on a 4-device mesh vs the single-device run of the same global batch. The policy
-is the LSTM variant, so its memory [B, A, ...] is split with the envs too."""
+is the LSTM variant, so its memory [B, A, ...] is split with the envs too. Then the same with the
+scenario bank split in 4 groups (PPOConfig.bank_groups), one per device."""
 
 import dataclasses
 import json
+import re
 import sys
 
 import jax
@@ -12,8 +14,10 @@ import numpy as np
 from cp_jax import parallel
 from cp_jax.policy import networks
 from cp_jax.rl import ppo
+from cp_jax.scenarios.bank import make_bank
 from cp_jax.sim import types
 from tests.test_ppo import NET, SIM, _bank, _cfg
+from tests.worlds import straight_road
 
 
 def max_diff(a, b) -> float:
@@ -44,6 +48,36 @@ def run(mesh, updates: int, net_cfg=LSTM):
     return runner, stats
 
 
+GROUPS = 4
+
+
+def group_scenes(groups: list[int]):
+    """The grouped test bank's groups [len(groups), 1, ...]: group g is one car starting at x = 10 + 20 g
+    (so every env's start shows which group its scene came from)."""
+    scenes = [straight_road([(10.0 + 20.0 * g, -2.0, 0.0, 5.0)], goals=[(30.0 + 20.0 * g, -2.0)], name=f"g{g}")
+              for g in groups]
+    return ppo.group_bank(make_bank(scenes, SIM), len(groups))
+
+
+def run_groups(mesh, updates: int, local=None):
+    """PPO with bank_groups=4 (8 envs, 2 per group); with a mesh the bank is placed group by group
+    (each process hands over only `local` groups, default: those of its devices)."""
+    cfg = _cfg(num_envs=8, sample_capacity=0.5, compact_groups=GROUPS, bank_groups=GROUPS)
+    net = networks.ActorCritic(NET)
+    if mesh is None:
+        bank = group_scenes(list(range(GROUPS)))
+    else:
+        bank = parallel.shard_groups(group_scenes(parallel.local_groups(GROUPS, mesh)), mesh, GROUPS)
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(5), bank, mesh=mesh)
+    start_x = np.asarray(parallel.local(ppo.take_scenes(bank, runner.scene_idx, cfg).log_xy[:, 0, 0, 0])
+                         if mesh is None else [])
+    update = ppo.make_update(net, cfg, SIM, types.default_params(), mesh=mesh)
+    hlo = update.lower(runner, bank).compile().as_text() if mesh is not None else ""
+    for _ in range(updates):
+        runner, _ = update(runner, bank)
+    return runner, bank, start_x, hlo
+
+
 def main():
     assert len(jax.devices()) == 4, jax.devices()
     mesh = parallel.make_mesh()
@@ -68,6 +102,20 @@ def main():
         out["indivisible_error"] = ""
     except ValueError as e:
         out["indivisible_error"] = str(e)
+    one_g, _, start_x, _ = run_groups(None, 3)
+    four_g, bank_g, _, hlo = run_groups(mesh, 3)
+    out["groups"] = dict(
+        start_x=start_x.tolist(),
+        bank_shard_shapes=sorted({tuple(s.data.shape[:2]) for s in jax.tree.leaves(bank_g)[0].addressable_shards}),
+        bank_spec=str(jax.tree.leaves(bank_g)[0].sharding.spec),
+        max_param_diff=max_diff(one_g.params, four_g.params),
+        same_env_state=bool(np.allclose(np.asarray(one_g.env.xy), np.asarray(four_g.env.xy), atol=1e-4)),
+        # Elements of the largest array any all-gather of the update makes (observe's top-k of partners
+        # gathers [B, A, A] distances; a gathered bank would be far larger).
+        max_all_gather=max([int(np.prod([int(d) for d in m.split(",") if d]))
+                            for m in re.findall(r"= f32\[([\d,]*)\][^ ]* all-gather\(", hlo)], default=0),
+        one_device=dict(agent_steps=float(one_g.agent_steps), checksums=checksums(one_g.params)),
+    )
     print(json.dumps(out))
     return 0
 
