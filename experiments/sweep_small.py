@@ -39,6 +39,11 @@ VARIANTS = {
     # under the deployment style (normal); the normal retry then repeats the factual one, so every
     # verified retry is another style's and carries a distillation signal.
     "cp_greedy_normal": ("counterplay", {"counterplay.greedy": True, "counterplay.record_style": "normal"}),
+    # The deployment condition's own failures with sampled actions: every recorded agent under normal;
+    # the normal retry then shares the factual branch's condition and key, so it passes only where the
+    # failure does not recur (and teaches nothing); every other verified retry carries a signal, and the
+    # re-run with fresh draws stays on.
+    "cp_normal_record": ("counterplay", {"counterplay.record_style": "normal"}),
     # Table II: components (each off, the rest on) and the root rule (counterplay itself is fixed30).
     "no_backtrack": ("counterplay", {"counterplay.root_rule": "none"}),
     "no_style": ("counterplay", {"counterplay.condition_search": False}),
