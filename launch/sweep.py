@@ -12,6 +12,7 @@ styles). OUT/tables.md: Tables I and III (cp_jax.bench.report.method_tables), II
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import time
@@ -27,9 +28,21 @@ config_flags.DEFINE_config_file(
 FLAGS = flags.FLAGS
 
 
-def run_configs(config) -> dict[str, object]:
-    """{VARIANT_sSEED: post-training ConfigDict} for the sweep's variants and seeds."""
-    sweep = importlib.import_module("experiments.sweep_small")
+def sweep_module(path: str | None = None):
+    """The sweep file as a module (its VARIANTS and TABLE_* live beside get_config): the file --config
+    names, or experiments/sweep_small.py."""
+    if not path:
+        return importlib.import_module("experiments.sweep_small")
+    spec = importlib.util.spec_from_file_location("cp_jax_sweep_file", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_configs(config, sweep=None) -> dict[str, object]:
+    """{VARIANT_sSEED: post-training ConfigDict} for the sweep's variants and seeds (sweep: the sweep
+    file's module, default experiments/sweep_small.py)."""
+    sweep = sweep or sweep_module()
     unknown = set(config.variants) - set(sweep.VARIANTS)
     if unknown:
         raise ValueError(f"config.variants: unknown {sorted(unknown)}; known: {sorted(sweep.VARIANTS)}")
@@ -57,13 +70,18 @@ def main(_):
     from cp_jax.sim import conditions
 
     config = FLAGS.config
-    sweep = importlib.import_module("experiments.sweep_small")
-    runs = run_configs(config)
+    sweep = sweep_module(config_flags.get_config_filename(FLAGS["config"]))
+    runs = run_configs(config, sweep)
     for c in runs.values():
         trainer.resolve(c)  # validates every run before any work
     b = config.bench
     for style in [*b.ego_styles, *b.deploy_styles]:
         conditions.style(style)  # raises, naming the style
+    if "normal" not in b.ego_styles:
+        raise ValueError("config.bench.ego_styles: Tables II and V read the normal ego style; include 'normal'")
+    if b.deploy_styles and not set(b.deploy_splits) <= set(b.splits):
+        raise ValueError(f"config.bench.deploy_splits {tuple(b.deploy_splits)} must be among config.bench.splits "
+                         f"{tuple(b.splits)} (Table IV's normal column comes from the main benchmark)")
     regimes = list(episodes.REGIMES) if list(b.regimes) == ["all"] else list(b.regimes)
     write_run_info(FLAGS.out, config)
     t0 = time.time()
@@ -98,7 +116,7 @@ def main(_):
             run_benchmark(deploy_egos, traffic, regimes, list(b.deploy_splits), [style], b.seeds, out, scenes,
                           progress=False)
             records += read_jsonl(os.path.join(out, "episodes.jsonl"))
-    text = "\n\n".join(tables(records, regimes, config))
+    text = "\n\n".join(tables(records, regimes, config, sweep))
     with open(os.path.join(FLAGS.out, "tables.md"), "w") as f:
         f.write(text)
     print(text)
@@ -106,11 +124,11 @@ def main(_):
     print(json.dumps(dict(agent_steps=spent, total_s=round(time.time() - t0)), indent=1))
 
 
-def tables(records: list[dict], regimes: list[str], config) -> list[str]:
+def tables(records: list[dict], regimes: list[str], config, sweep=None) -> list[str]:
     """Tables I and III per ego style, II and V per split, IV per deployment split (Markdown blocks)."""
     from cp_jax.bench import report
 
-    sweep = importlib.import_module("experiments.sweep_small")
+    sweep = sweep or sweep_module()
     b = config.bench
     out = [report.method_tables(records, regimes, "anchor", s) for s in b.ego_styles]
     for split in b.splits:

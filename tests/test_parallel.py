@@ -50,7 +50,10 @@ def test_sharded_ppo_equals_single_device_run_on_four_devices_and_on_two_hosts()
     assert grouped["start_x"] == [10.0, 10.0, 30.0, 30.0, 50.0, 50.0, 70.0, 70.0]
     assert grouped["bank_shard_shapes"] == [[1, 1]] and grouped["bank_spec"] == "P('data',)"
     assert grouped["max_param_diff"] < 1e-4 and grouped["same_env_state"]
-    assert grouped["max_all_gather"] <= 8 * 4 * 4
+    # Every all-gather is one of observe's [B, A, A] top-k distances (and at least one is found, so the
+    # pattern still reads the compiled text).
+    assert grouped["all_gather_sizes"] and set(grouped["all_gather_sizes"]) == {8 * 4 * 4}
+    assert len(grouped["all_gather_sizes"]) == grouped["all_gathers"]
 
     port = str(_free_port())
     env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")

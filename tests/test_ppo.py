@@ -94,6 +94,9 @@ def test_grouped_bank_envs_draw_only_from_their_own_group():
     assert jax.tree.leaves(grouped)[0].shape[:2] == (2, 2)
     with pytest.raises(ValueError, match="bank_groups"):
         ppo.group_bank(three, 3)
+    for bank, groups in ((three, 2), (grouped, 1), (grouped, 4)):  # a bank not grouped as the config says
+        with pytest.raises(ValueError, match="bank_groups"):
+            ppo.take_scenes(bank, jnp.zeros(4, jnp.int32), _cfg(num_envs=4, bank_groups=groups))
     cfg = _cfg(num_envs=4, bank_groups=2)
     idx = jnp.array([0, 1, 0, 1])  # envs 0, 1 in group 0; envs 2, 3 in group 1
     scenes = ppo.take_scenes(grouped, idx, cfg)

@@ -156,3 +156,16 @@ def test_snapshot_branches_on_a_procedural_scene():
     reacted = np.abs(path_a - path_d).max(axis=(0, 2)) > 0
     reacted[ego] = False
     assert reacted.any()
+
+
+def test_a_slice_of_the_scene_sequence_keeps_seeds_and_layout_kinds(monkeypatch):
+    """Scene groups (PPOConfig.bank_groups) are slices of the training bank: `first` continues the
+    cycle of layout kinds where the slice starts, so the groups together are the ungrouped bank."""
+    from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.scenarios.procedural import generator
+
+    monkeypatch.setattr(generator, "generate", lambda seed, kind, agents: (seed, kind))
+    whole = bank_lib.procedural_scenes(10, 5, 3)
+    parts = [bank_lib.procedural_scenes(5, 5 + g * 5, 3, first=g * 5) for g in range(2)]
+    assert parts[0] + parts[1] == whole
+    assert parts[1][0] != bank_lib.procedural_scenes(1, 10, 3)[0]  # without `first` the kinds restart

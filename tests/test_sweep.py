@@ -20,6 +20,9 @@ def test_every_variant_resolves_and_every_table_row_names_a_variant():
     named = {m for _, m in sweep_small.TABLE_II + sweep_small.TABLE_V}
     named |= {m for _, row in sweep_small.TABLE_IV for m in row.values()}
     assert named - {"anchor"} <= set(sweep_small.VARIANTS)
+    # launch.sweep reads VARIANTS and the tables from the file --config names.
+    from_file = sweep.sweep_module(sweep_small.__file__)
+    assert from_file is not sweep_small and set(from_file.VARIANTS) == set(sweep_small.VARIANTS)
 
 
 def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():

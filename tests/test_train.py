@@ -86,7 +86,7 @@ def test_two_process_launch_reads_its_own_scene_group_and_writes_files_once(tmp_
     """launch.train_anchor as two processes (one device each, jax.distributed on localhost) with the
     bank in 2 scene groups: each process builds and holds only its own group, process 0 alone writes
     logs and the policy, orbax writes the checkpoints once, and the metrics equal one process with
-    2 devices and the same groups."""
+    2 devices and the same groups (killed and resumed; resuming with other groups is refused)."""
     from tests.test_parallel import _free_port
 
     cache, extra = tmp_path / "cache", ["--config.ppo.bank_groups=2", "--config.train.total_updates=4"]
@@ -99,8 +99,12 @@ def test_two_process_launch_reads_its_own_scene_group_and_writes_files_once(tmp_
     assert len([d for d in os.listdir(cache) if d.startswith("procedural_")]) == 2  # a cache per group
     assert sorted(os.listdir(tmp_path / "m" / "checkpoints")) == ["2", "4"]
     assert (tmp_path / "m" / "policy" / "params.msgpack").exists()
+    # The reference: one process on 2 devices, same groups, SIGKILLed after update 3 and resumed.
+    assert _train(tmp_path / "r", cache, kill_at=3, devices=2, extra=extra).returncode == -9
     one = _train(tmp_path / "r", cache, devices=2, extra=extra)
-    assert one.returncode == 0, one.stderr[-3000:]
+    assert one.returncode == 0 and "resumed from update 2" in one.stderr, one.stderr[-3000:]
+    changed = _train(tmp_path / "r", cache, devices=2, extra=["--config.train.total_updates=6"])
+    assert changed.returncode != 0 and "config.ppo.bank_groups (1)" in changed.stderr  # other groups: refused
     two = _metrics(tmp_path / "m")
     assert [r["step"] for r in two] == [1, 2, 3, 4]  # one line per update: only process 0 logs
     for ra, rb in zip(_metrics(tmp_path / "r"), two, strict=True):

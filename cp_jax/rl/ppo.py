@@ -233,6 +233,10 @@ def group_bank(bank: Scenario, groups: int) -> Scenario:
 def take_scenes(bank: Scenario, idx: jax.Array, cfg: PPOConfig) -> Scenario:
     """The envs' scenes [B, ...]: bank [S, ...] and idx [B] into it, or with cfg.bank_groups = G > 1
     a grouped bank [G, S / G, ...] and idx [B] into each env's own group (envs b * G / B)."""
+    grouped_shape = bank.log_xy.ndim == 5  # [G, S / G, A, T, 2] vs [S, A, T, 2]
+    if grouped_shape != (cfg.bank_groups > 1) or (grouped_shape and bank.log_xy.shape[0] != cfg.bank_groups):
+        raise ValueError(f"PPOConfig.bank_groups ({cfg.bank_groups}) does not match the bank's leading axes "
+                         f"{bank.log_xy.shape[:-3]} (group it with ppo.group_bank(bank, bank_groups), or not)")
     if cfg.bank_groups == 1:
         return jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx)
     grouped = jax.vmap(jax.vmap(env.take_scenario, in_axes=(None, 0)))(bank, idx.reshape(cfg.bank_groups, -1))

@@ -113,20 +113,41 @@ def load_scenes(config, sim: types.SimConfig, groups: list[int] | None = None):
             train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
         return train_bank, eval_bank, names
     num_groups = config.ppo.bank_groups
+    if not groups:
+        raise ValueError(f"config.ppo.bank_groups ({num_groups}): none of this process's devices is in the mesh "
+                         "(config.train.devices); every process must hold some scene groups")
     n, r = sc.train // num_groups, (len(real) // num_groups if real is not None else 0)
+    if real is not None and r == 0:
+        raise ValueError(f"config.scenes.real={sc.real!r}: {len(real)} scenes cannot fill "
+                         f"config.ppo.bank_groups ({num_groups}) groups")
     if real is not None and len(real) % num_groups:
         logging.warning("config.scenes.real: %d scenes in %d groups of %d; the last %d are not used", len(real),
                         num_groups, r, len(real) % num_groups)
     names, banks = [], []
-    for g in groups:
-        group_names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim)
+    for g in groups:  # the union over g of these is exactly the ungrouped bank (same seeds, same layouts)
+        group_names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim,
+                                                            first=g * n)
         if real is not None:
             real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
             group_names += real_names
-            bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), bank, real_bank)
+            bank = jax.tree.map(lambda a, b: np.concatenate([a, b]), bank, real_bank)
         names += group_names
-        banks.append(bank)
-    return jax.tree.map(lambda *x: jnp.stack(x), *banks), eval_bank, names
+        banks.append(jax.tree.map(np.asarray, bank))
+    # Stacked on the host: parallel.shard_groups puts each group on its own device.
+    return jax.tree.map(lambda *x: np.stack(x), *banks), eval_bank, names
+
+
+def _check_resumable(workdir: str, ppo_cfg: ppo.PPOConfig) -> None:
+    """Refuse to resume checkpoints made with other scene groups: their scene indices would point into
+    other groups (run_info.json of the earlier run holds its config)."""
+    info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
+    if not (os.path.exists(info) and os.path.isdir(ckpts) and os.listdir(ckpts)):
+        return
+    with open(info) as f:
+        before = json.load(f).get("config", {}).get("ppo", {}).get("bank_groups", 1)
+    if before != ppo_cfg.bank_groups:
+        raise ValueError(f"config.ppo.bank_groups ({ppo_cfg.bank_groups}): {workdir} holds checkpoints of a run with "
+                         f"bank_groups={before}; resume with that value or start in a new --workdir")
 
 
 def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict[str, float]]:
@@ -146,6 +167,7 @@ def train(config, workdir: str) -> dict[str, Any]:
     """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
     Returns {"updates", "final_eval", "params", "runner"}."""
     setup = resolve(config)
+    _check_resumable(workdir, setup.ppo)
     primary = jax.process_index() == 0  # in a multi-host run only process 0 writes files (orbax: checkpoints)
     os.makedirs(workdir, exist_ok=True)
     if primary:

@@ -19,10 +19,13 @@ from cp_jax.sim import env
 from cp_jax.sim.types import Scenario, SimConfig
 
 
-def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None) -> list[RawScene]:
-    """num_scenes procedural scenes, cycling through kinds (default: all), seeds seed, seed+1, ..."""
+def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None,
+                      first: int = 0) -> list[RawScene]:
+    """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: all)
+    from kind number `first`: the scenes first .. first + num_scenes - 1 of a longer such sequence
+    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first."""
     kinds = tuple(kinds or layouts.LAYOUT_KINDS)
-    return [generator.generate(seed + i, kinds[i % len(kinds)], num_agents) for i in range(num_scenes)]
+    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents) for i in range(num_scenes)]
 
 
 def make_bank(raws: list[RawScene], cfg: SimConfig) -> Scenario:
@@ -36,21 +39,23 @@ def _generator_digest() -> str:
 
 
 def cached_procedural_bank(
-    cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig
+    cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig, first: int = 0
 ) -> tuple[list[str], Scenario]:
-    """`procedural_scenes(num_scenes, seed, num_agents)` built with cfg, converted once into a scenario
-    cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's source)
-    and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
+    """`procedural_scenes(num_scenes, seed, num_agents, first=first)` built with cfg, converted once into
+    a scenario cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's
+    source) and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
     from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
 
-    key = json.dumps(dict(n=num_scenes, seed=seed, agents=num_agents, sim=dataclasses.asdict(cfg),
-                          gen=_generator_digest()), sort_keys=True)
+    fields = dict(n=num_scenes, seed=seed, agents=num_agents, sim=dataclasses.asdict(cfg), gen=_generator_digest())
+    if first:  # (absent for 0, so the caches made before this argument keep their keys)
+        fields["first"] = first
+    key = json.dumps(fields, sort_keys=True)
     folder = os.path.join(os.path.expanduser(cache_dir),
                           f"procedural_{seed}_{num_scenes}x{num_agents}_{hashlib.sha1(key.encode()).hexdigest()[:10]}")
     if not os.path.exists(os.path.join(folder, "sim_config.json")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
-        raws = procedural_scenes(num_scenes, seed, num_agents)
+        raws = procedural_scenes(num_scenes, seed, num_agents, first=first)
         cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
         try:
             os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name

@@ -59,9 +59,9 @@ def group_scenes(groups: list[int]):
     return ppo.group_bank(make_bank(scenes, SIM), len(groups))
 
 
-def run_groups(mesh, updates: int, local=None):
-    """PPO with bank_groups=4 (8 envs, 2 per group); with a mesh the bank is placed group by group
-    (each process hands over only `local` groups, default: those of its devices)."""
+def run_groups(mesh, updates: int):
+    """PPO with bank_groups=4 (8 envs, 2 per group); with a mesh the bank is placed group by group,
+    each process building only the groups of its own devices."""
     cfg = _cfg(num_envs=8, sample_capacity=0.5, compact_groups=GROUPS, bank_groups=GROUPS)
     net = networks.ActorCritic(NET)
     if mesh is None:
@@ -110,10 +110,11 @@ def main():
         bank_spec=str(jax.tree.leaves(bank_g)[0].sharding.spec),
         max_param_diff=max_diff(one_g.params, four_g.params),
         same_env_state=bool(np.allclose(np.asarray(one_g.env.xy), np.asarray(four_g.env.xy), atol=1e-4)),
-        # Elements of the largest array any all-gather of the update makes (observe's top-k of partners
-        # gathers [B, A, A] distances; a gathered bank would be far larger).
-        max_all_gather=max([int(np.prod([int(d) for d in m.split(",") if d]))
-                            for m in re.findall(r"= f32\[([\d,]*)\][^ ]* all-gather\(", hlo)], default=0),
+        # The update's all-gathers and the elements of each f32 one (observe's top-k of partners gathers
+        # [B, A, A] distances; a gathered bank would be far larger, or not f32 alone).
+        all_gathers=hlo.count("all-gather("),
+        all_gather_sizes=[int(np.prod([int(d) for d in m.split(",") if d]))
+                          for m in re.findall(r"= f32\[([\d,]*)\][^ ]* all-gather\(", hlo)],
         one_device=dict(agent_steps=float(one_g.agent_steps), checksums=checksums(one_g.params)),
     )
     print(json.dumps(out))
