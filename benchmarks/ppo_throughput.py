@@ -44,13 +44,17 @@ def main():
     ap.add_argument("--minibatches", type=int, default=4)
     ap.add_argument("--capacity", type=float, default=0.5)
     ap.add_argument("--net", default="small", choices=["small", "large"])
-    ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes")
+    ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes",
+                    help="procedural scene cache; empty: generate the scenes in memory (no TFDS needed)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
     sim = types.SimConfig(max_agents=args.max_agents, max_road_segments=2048, max_lanes=64, obs_road=args.obs_road,
                           enable_idm=False)
-    _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
+    if args.cache_dir:
+        _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
+    else:
+        bank = bank_lib.make_bank(bank_lib.procedural_scenes(args.scenes, 0, args.agents), sim)
     net = networks.ActorCritic(networks.small() if args.net == "small" else networks.large())
     params = types.default_params()
     if not args.json:
