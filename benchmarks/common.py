@@ -28,3 +28,13 @@ def peak_memory_gb() -> dict[str, float]:
     if all(p is not None for p in peaks):
         out["peak_device_gb"] = sum(peaks) / 2**30
     return out
+
+
+def procedural_bank(cache_dir: str, scenes: int, agents: int, sim):
+    """The benchmarks' bank: procedural scenes (seeds 0 ..) from the scenario cache under cache_dir, or
+    generated in memory when cache_dir is empty (no TFDS needed: the install-free GPU check)."""
+    from cp_jax.scenarios import bank as bank_lib
+
+    if cache_dir:
+        return bank_lib.cached_procedural_bank(cache_dir, scenes, 0, agents, sim)[1]
+    return bank_lib.make_bank(bank_lib.procedural_scenes(scenes, 0, agents), sim)

@@ -23,11 +23,10 @@ import time
 
 import jax
 import jax.numpy as jnp
-from common import timed  # benchmarks/common.py (scripts run as python benchmarks/NAME.py)
+from common import procedural_bank, timed  # benchmarks/common.py (scripts run as python benchmarks/NAME.py)
 
 from cp_jax.policy import networks
 from cp_jax.rl import ppo
-from cp_jax.scenarios import bank as bank_lib
 from cp_jax.sim import env, types
 
 
@@ -51,10 +50,7 @@ def main():
 
     sim = types.SimConfig(max_agents=args.max_agents, max_road_segments=2048, max_lanes=64, obs_road=args.obs_road,
                           enable_idm=False)
-    if args.cache_dir:
-        _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
-    else:
-        bank = bank_lib.make_bank(bank_lib.procedural_scenes(args.scenes, 0, args.agents), sim)
+    bank = procedural_bank(args.cache_dir, args.scenes, args.agents, sim)
     net = networks.ActorCritic(networks.small() if args.net == "small" else networks.large())
     params = types.default_params()
     if not args.json:

@@ -115,14 +115,13 @@ def _child(args) -> int:
     import jax
     import jax.numpy as jnp
     import numpy as np
-    from common import peak_memory_gb, timed
+    from common import peak_memory_gb, procedural_bank, timed
 
     from cp_jax import parallel
     from cp_jax.counterplay import loop
     from cp_jax.counterplay.config import CounterPlayConfig
     from cp_jax.policy import networks, saved
     from cp_jax.rl import ppo
-    from cp_jax.scenarios import bank as bank_lib
     from cp_jax.sim import conditions, env, types
 
     mesh = parallel.make_mesh(int(args.devices))
@@ -134,10 +133,7 @@ def _child(args) -> int:
     else:
         pol = saved.load(args.policy)
     sim, params = pol.sim, types.default_params()
-    if args.cache_dir:
-        _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, 0, args.agents, sim)
-    else:
-        bank = bank_lib.make_bank(bank_lib.procedural_scenes(args.scenes, 0, args.agents), sim)
+    bank = procedural_bank(args.cache_dir, args.scenes, args.agents, sim)
     bank = parallel.replicate(bank, mesh)
     anchor = parallel.replicate(pol.params, mesh)
     device = f"{jax.devices()[0].device_kind} x {parallel.size(mesh)}"
