@@ -120,7 +120,7 @@ def local_groups(groups: int, mesh: Mesh) -> list[int]:
     PPOConfig.bank_groups) this process's devices hold, i.e. which it must read."""
     devices = mesh.devices.reshape(-1)
     if groups % len(devices):
-        raise ValueError(f"PPOConfig.bank_groups ({groups}) must be a multiple of the number of devices "
+        raise ValueError(f"bank_groups ({groups}) must be a multiple of the number of devices "
                          f"({len(devices)})")
     per = groups // len(devices)
     return [g for g in range(groups) if devices[g // per].process_index == jax.process_index()]

@@ -41,6 +41,7 @@ def get_config() -> ml_collections.ConfigDict:
     c = base("counterplay")
     c.counterplay = ml_collections.ConfigDict(dict(
         method="counterplay", num_envs=16, record_style="", max_failures=32,
+        bank_groups=1,  # > 1 (a multiple of the device count): each device/host holds and reads only its scene groups
         failure_kinds=("timeout", "collision", "offroad"),
         # Fixed rewind of 30 decisions: on the shipped anchor the value rule chose roots ~13 decisions
         # back and repaired 1 of 128 failures vs 12 for this (BUILD_NOTES, CounterPlay); "value" is the

@@ -34,6 +34,13 @@ def _bank():
     return make_bank([straight_road(starts, goals=[(20.0, -2.0), (50.0, -2.0), (80.0, -2.0)], name="three")], SIM)
 
 
+def _shifted_bank(shifts):
+    """One scene per shift: _bank's three cars and goals moved dx metres east on a 400 m road."""
+    return make_bank([straight_road([(x + dx, -2.0, 0.0, 10.0) for x in (10.0, 40.0, 70.0)],
+                                    goals=[(x + dx, -2.0) for x in (20.0, 50.0, 80.0)], length=400.0, name=f"s{dx:g}")
+                      for dx in shifts], SIM)
+
+
 def _keep_going_params():
     """A policy that mostly keeps going (accel 0, steer 0) whatever it sees (its other logits
     still depend a little on the observation and condition), with a constant critic (so the value
@@ -102,8 +109,8 @@ def test_roots_value_argmax_in_the_window_fixed_rewind_and_none():
     value[0, 3, 1] = 9.0  # outside the window [t_fail - H, t_fail - 1] for H = 5: ignored
     value[0, 13, 1] = 5.0  # inside: chosen
     alive = jnp.ones((1, t, a), bool)
-    rec = record.Recording(scene_idx=jnp.zeros((1,), jnp.int32), states=None, alive=alive, value=jnp.asarray(value),
-                           final=None, controlled=None, agent_steps=None)
+    rec = record.Recording(scene_idx=jnp.zeros((1,), jnp.int32), scenes=None, states=None, alive=alive,
+                           value=jnp.asarray(value), final=None, controlled=None, agent_steps=None)
     picked = record.Picked(env=jnp.array([0, 0]), agent=jnp.array([1, 1]), kind=jnp.array([0, 0]),
                            t_fail=jnp.array([16, 3]), valid=jnp.array([True, True]))
     cfg = CounterPlayConfig(window=5)
@@ -152,24 +159,45 @@ def test_snapshot_replays_the_recorded_episode_exactly():
     picked = record.Picked(env=jnp.array([1, 0, 1]), agent=jnp.array([0, 0, 1]), kind=jnp.zeros(3, jnp.int32),
                            t_fail=jnp.full(3, 10), valid=jnp.ones(3, bool))
     root = jnp.array([7, 8, 3])  # mid-chunk, on a snapshot, mid-chunk
-    restored, _ = jax.jit(lambda r: backtrack.restore(rec4, bank, picked, r, 4, backtrack.make_replay(
+    restored, _ = jax.jit(lambda r: backtrack.restore(rec4, picked, r, 4, backtrack.make_replay(
         net, cfg4, SIM, types.default_params())(p)))(root)
     want = jax.tree.map(lambda x: x[picked.env, root], rec.states)
     for name in ("xy", "yaw", "speed", "t", "key", "alive"):
         np.testing.assert_allclose(getattr(restored, name), getattr(want, name), atol=1e-5, err_msg=name)
 
 
-@pytest.mark.parametrize("every", [1, 3])
-def test_a_tiny_round_end_to_end_repairs_a_timeout(every):
+def test_grouped_bank_records_each_env_from_its_own_group():
+    """bank_groups=2 over four scenes (the cars shifted 0, 80, 160, 240 m): envs 0-1 record scenes
+    of group 0 (scenes 0, 1), envs 2-3 of group 1 (scenes 2, 3), and the recording carries them."""
+    flat = _shifted_bank([0.0, 80.0, 160.0, 240.0])
+    grouped = env.group_bank(flat, 2)
+    net = networks.ActorCritic(NET)
+    p = networks.init_params(NET, SIM, jax.random.PRNGKey(3))
+    cfg = CounterPlayConfig(num_envs=4, max_failures=2, bank_groups=2)
+    with pytest.raises(ValueError, match="bank_groups"):
+        record.record(net, p, flat, jax.random.PRNGKey(0), cfg, types.default_params(), SIM)  # not grouped
+    with pytest.raises(ValueError, match="bank_groups"):
+        CounterPlayConfig(num_envs=4, bank_groups=3)
+    for key in range(3):
+        rec = record.record(net, p, grouped, jax.random.PRNGKey(key), cfg, types.default_params(), SIM)
+        scene = np.arange(4) // 2 * 2 + np.asarray(rec.scene_idx)  # index into the flat bank
+        np.testing.assert_array_equal(rec.scenes.log_xy, flat.log_xy[scene])
+        np.testing.assert_allclose(rec.states.xy[:, 0, 0, 0], 10.0 + 80.0 * scene)  # episodes start in them
+
+
+@pytest.mark.parametrize("every,groups", [(1, 1), (3, 2)])
+def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
     distillation into the deployment condition changes the parameters. The same with a snapshot
-    every 3 steps (the roots are replayed from the snapshot before them)."""
+    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups."""
     bank, net = _bank(), networks.ActorCritic(NET)
+    if groups > 1:
+        bank = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x] * groups), bank), groups)
     anchor = _keep_going_params()
     cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every)
+                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every, bank_groups=groups)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params())
     state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
     diag = jax.device_get(diag)

@@ -80,6 +80,11 @@ def test_sharded_counterplay_rounds_equal_single_device_rounds():
     assert out["repaired"] == [4.0, 4.0]  # the rounds did repair something
     assert out["max_param_diff"] < 1e-5 and out["same_diag"] and out["same_steps"]
     assert out["params_replicated"]
+    g = out["grouped"]  # bank_groups=4: one group of 9 scenes on each device, read where it lies
+    assert g["max_param_diff"] < 1e-5 and g["same_diag"] and g["same_steps"] and g["params_replicated"]
+    assert sum(g["repaired"]) > 0
+    assert g["bank_shards"] == [[1] + g["bank_leaf_shape"][1:]] and g["bank_leaf_shape"][:2] == [4, 9]
+    assert g["collectives"] > 0 and g["bank_collectives"] == []  # gradients reduced, the bank never gathered
 
 
 def test_mesh_and_initialize_arguments_are_checked():

@@ -55,10 +55,14 @@ def _metrics(workdir):
 
 @pytest.mark.slow
 def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
+    """In two scene groups (bank_groups=2, one scene each: the grouped loading and placement path;
+    tests/test_parallel.py checks that the groups stay on their devices)."""
     cache = tmp_path / "cache"
     a, b = tmp_path / "a", tmp_path / "b"
-    r = _run("counterplay", a, anchor, cache, CP)
+    cp = [*CP, "--config.counterplay.bank_groups=2"]
+    r = _run("counterplay", a, anchor, cache, cp)
     assert r.returncode == 0, r.stderr[-3000:]
+    assert "2 training scenes (this process's of 2 groups)" in r.stderr
     for name in ("run_info.json", "metrics.jsonl", "eval.jsonl", "post_train.json", "diagnostics.png",
                  "policy/params.msgpack"):
         assert (a / name).exists(), name
@@ -72,9 +76,11 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     # The budget charges records, branches and re-runs: more than the recorded episodes alone.
     assert all(r["round_steps"] > 0 for r in rows)
 
-    killed = _run("counterplay", b, anchor, cache, CP, kill_at=3)  # round 2's checkpoint survives
+    killed = _run("counterplay", b, anchor, cache, cp, kill_at=3)  # round 2's checkpoint survives
     assert killed.returncode == -9, killed.stderr[-3000:]
-    resumed = _run("counterplay", b, anchor, cache, CP)
+    other = _run("counterplay", b, anchor, cache, CP)  # ungrouped: its scene indices would mean other scenes
+    assert other.returncode != 0 and "bank_groups=2" in other.stderr
+    resumed = _run("counterplay", b, anchor, cache, cp)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
     assert _metrics(a) == _metrics(b)
@@ -100,4 +106,9 @@ def test_bad_config_fails_before_any_work(tmp_path, anchor):
     assert r.returncode != 0 and "net_config.json" in r.stderr
     r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.method=ppo_forever"])
     assert r.returncode != 0 and "config.method" in r.stderr
+    r = _run("ppo_rewind", tmp_path / "w", anchor, tmp_path / "cache", [*PPO, "--config.ppo.bank_groups=2"])
+    assert r.returncode != 0 and "config.ppo.bank_groups: ppo_rewind" in r.stderr
+    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", [*CP, "--config.counterplay.bank_groups=2",
+                                                                        "--config.scenes.train=3"])
+    assert r.returncode != 0 and "must be a multiple of config.counterplay.bank_groups" in r.stderr
     assert not (tmp_path / "w").exists() and not (tmp_path / "cache").exists()  # nothing generated or written

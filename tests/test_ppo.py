@@ -90,10 +90,10 @@ def test_grouped_bank_envs_draw_only_from_their_own_group():
     """bank_groups=2 over the scenes [a, b, b, a]: group 0 is [a, b], group 1 [b, a]; scene index i of
     an env in group g is scene g * 2 + i of the flat bank."""
     three = _bank()
-    grouped = ppo.group_bank(jax.tree.map(lambda x: jnp.concatenate([x, x[::-1]]), three), 2)
+    grouped = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x, x[::-1]]), three), 2)
     assert jax.tree.leaves(grouped)[0].shape[:2] == (2, 2)
     with pytest.raises(ValueError, match="bank_groups"):
-        ppo.group_bank(three, 3)
+        env.group_bank(three, 3)
     for bank, groups in ((three, 2), (grouped, 1), (grouped, 4)):  # a bank not grouped as the config says
         with pytest.raises(ValueError, match="bank_groups"):
             ppo.take_scenes(bank, jnp.zeros(4, jnp.int32), _cfg(num_envs=4, bank_groups=groups))

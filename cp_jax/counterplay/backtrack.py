@@ -1,7 +1,7 @@
 """Backtracking: choose the root (the stored step to branch from) for each picked failure.
 
     root = choose_root(rec, picked, cfg)          # [F] int32 step of the episode
-    state, scenario = restore(rec, bank, picked, root, cfg.snapshot_every, replay(net_params))  # [F, ...]
+    state, scenario = restore(rec, picked, root, cfg.snapshot_every, replay(net_params))  # [F, ...]
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.counterplay.record import Picked, Recording
 from cp_jax.counterplay.selfplay import drive
 from cp_jax.policy import networks
-from cp_jax.sim import env
 from cp_jax.sim.types import Scenario, SimConfig, SimParams, SimState
 
 
@@ -36,14 +35,14 @@ def choose_root(rec: Recording, picked: Picked, cfg: CounterPlayConfig) -> jax.A
     return jnp.where(jnp.any(window, axis=1), root, lo).astype(jnp.int32)
 
 
-def restore(rec: Recording, bank: Scenario, picked: Picked, root: jax.Array, every: int = 1,
+def restore(rec: Recording, picked: Picked, root: jax.Array, every: int = 1,
             replay=None) -> tuple[SimState, Scenario]:
     """The recorded world state at each root and its scene: (SimState [F, ...], Scenario [F, ...]).
 
     every: the recording's snapshot_every k. For k > 1 the snapshot before the root (step k floor(root / k))
     is advanced to the root by replay(state [F, ...], scenario [F, ...], root [F]) -> state [F, ...]
     (the recorded policy driven again from the snapshot's key: `selfplay.drive` with stop_t)."""
-    scenario = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, rec.scene_idx[picked.env])
+    scenario = jax.tree.map(lambda x: x[picked.env], rec.scenes)
     state = jax.tree.map(lambda x: x[picked.env, root // every], rec.states)
     if every > 1:
         state = replay(state, scenario, root)

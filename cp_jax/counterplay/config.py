@@ -27,6 +27,11 @@ class CounterPlayConfig:
     # (DESIGN ranges) or, with record_style set, every agent under that named style.
     num_envs: int = 16
     record_style: str = ""
+    # > 1: the bank is grouped [bank_groups, S / bank_groups, ...] (`env.group_bank`) and record env b
+    # draws its scene from group b * bank_groups // num_envs only; with the groups split over the
+    # devices (`parallel.shard_groups`) every device holds and reads S / bank_groups scenes per group
+    # it owns, not the whole bank. Later stages read scenes from the recording, not the bank.
+    bank_groups: int = 1
     # Actions in records and branches: sampled (DESIGN: common random numbers make branches
     # comparable) or greedy (argmax, as the benchmark drives; the re-run is then a repeat).
     greedy: bool = False
@@ -83,10 +88,13 @@ class CounterPlayConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"CounterPlayConfig.{name}: unknown {getattr(self, name)!r}; use {'|'.join(allowed)}")
         for name in ("num_envs", "max_failures", "window", "samples_per_style", "distill_steps", "distill_batch",
-                     "reg_states", "snapshot_every"):
+                     "reg_states", "snapshot_every", "bank_groups"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"CounterPlayConfig.{name} must be a positive int, got {value!r}")
+        if self.num_envs % self.bank_groups:
+            raise ValueError(f"CounterPlayConfig.bank_groups ({self.bank_groups}) must divide num_envs "
+                             f"({self.num_envs})")
         if not self.failure_kinds or set(self.failure_kinds) - set(FAILURE_KINDS):
             raise ValueError(f"CounterPlayConfig.failure_kinds must be a non-empty subset of {FAILURE_KINDS}, "
                              f"got {self.failure_kinds!r}")

@@ -3,7 +3,7 @@ retry style on the same states; keep it close to the anchor on fresh self-play s
 
     buf = Buffer(obs, action, teacher_cond, student_cond, weight)      # [N, ...] samples
     mb = draw(buf, key, cfg.distill_batch)
-    reg_obs, reg_mask = sample_rows(rec.states, rec.scene_idx, bank, key, cfg.reg_states, sim)
+    reg_obs, reg_mask = sample_rows(rec.states, rec.scenes, key, cfg.reg_states, sim)
     (total, stats), grads = jax.value_and_grad(make_loss(net, cfg), has_aux=True)(
         params, teacher_params, anchor_params, mb, reg_obs, reg_mask)     # loop.py runs the steps
 
@@ -44,16 +44,16 @@ def make_optimizer(cfg: CounterPlayConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(cfg.lr, eps=1e-5))
 
 
-def sample_rows(states: SimState, scene_idx: jax.Array, bank: Scenario, key: jax.Array, num: int,
+def sample_rows(states: SimState, scenes: Scenario, key: jax.Array, num: int,
                 sim: SimConfig) -> tuple[Obs, jax.Array]:
-    """Observations of every agent in num random recorded states: states [B, T, ...], scene_idx [B].
+    """Observations of every agent in num random recorded states: states [B, T, ...], scenes [B, ...].
     Returns (Obs [num * A, ...], mask [num * A] bool: a POLICY agent alive in that state)."""
     b, t = states.t.shape
     k_b, k_t = jax.random.split(key)
     bi, ti = jax.random.randint(k_b, (num,), 0, b), jax.random.randint(k_t, (num,), 0, t)
     s = jax.tree.map(lambda x: x[bi, ti], states)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, scene_idx[bi])
-    obs = jax.vmap(lambda st, sc: env.observe(st, sc, sim))(s, scenes)
+    sc = jax.tree.map(lambda x: x[bi], scenes)
+    obs = jax.vmap(lambda st, c: env.observe(st, c, sim))(s, sc)
     mask = s.alive & (s.controller == types.POLICY)
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), obs), mask.reshape(-1)
 

@@ -54,7 +54,7 @@ def _pick(x: jax.Array, m: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None):
-    """search(net_params, rec, fails, bank, key) -> (Buffer [F * T], diagnostics, agent-steps): picked
+    """search(net_params, rec, fails, key) -> (Buffer [F * T], diagnostics, agent-steps): picked
     failures -> roots -> branches -> verification -> the verified retries' samples. With a mesh
     (cp_jax.parallel) the F failures' branches are split over its devices."""
     rank = cfg.style_rank()
@@ -63,11 +63,11 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
 
     replay = make_replay(net, cfg, sim, params)
 
-    def search(p, rec: Recording, fails: Failures, bank: Scenario, key: jax.Array):
+    def search(p, rec: Recording, fails: Failures, key: jax.Array):
         k_pick, k_branch, k_rerun = jax.random.split(key, 3)
         picked = pick_failures(fails, k_pick, cfg.max_failures)
         root = choose_root(rec, picked, cfg)
-        root_state, scenes = parallel.constrain(restore(rec, bank, picked, root, cfg.snapshot_every, replay(p)), mesh)
+        root_state, scenes = parallel.constrain(restore(rec, picked, root, cfg.snapshot_every, replay(p)), mesh)
         # [F, M, 1+R, ...]
         conds, keys = parallel.constrain(branch_setup(root_state, picked.agent, k_branch, cfg), mesh)
         final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim,
@@ -126,7 +126,8 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
 
 def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None):
     """The jitted `round(state, anchor_params, bank) -> (state, diagnostics)`. With a mesh
-    (cp_jax.parallel; state and bank replicated on it) the recorded episodes and the failures'
+    (cp_jax.parallel; state replicated on it, the bank replicated or, for cfg.bank_groups = G > 1, grouped
+    [G, S / G, ...] and split along G by `parallel.shard_groups`) the recorded episodes and the failures'
     branches are split over its devices."""
     if cfg.max_failures > cfg.num_envs * sim.max_agents:
         raise ValueError(f"CounterPlayConfig.max_failures ({cfg.max_failures}) exceeds the tasks per round "
@@ -141,12 +142,12 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
     teacher_style = conditions.style(cfg.teacher_style)
     style_states = math.ceil(cfg.distill_batch / sim.max_agents)
 
-    def learn(state: PostState, teacher_p, anchor_p, buf, rec: Recording, bank: Scenario, key):
+    def learn(state: PostState, teacher_p, anchor_p, buf, rec: Recording, key):
         def one(c, k):
             p, o = c
             k_mb, k_reg = jax.random.split(k)
             if cfg.method == "style_distill":
-                obs, mask = distill.sample_rows(rec.states, rec.scene_idx, bank, k_mb, style_states, sim)
+                obs, mask = distill.sample_rows(rec.states, rec.scenes, k_mb, style_states, sim)
                 n = mask.shape[0]
                 mb = distill.Buffer(obs=obs, action=jnp.zeros((n,), jnp.int32),
                                     teacher_cond=jnp.broadcast_to(teacher_style, (n, teacher_style.shape[0])),
@@ -154,7 +155,7 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
                                     weight=mask.astype(jnp.float32))
             else:
                 mb = distill.draw(buf, k_mb, cfg.distill_batch)
-            reg_obs, reg_mask = distill.sample_rows(rec.states, rec.scene_idx, bank, k_reg, cfg.reg_states, sim)
+            reg_obs, reg_mask = distill.sample_rows(rec.states, rec.scenes, k_reg, cfg.reg_states, sim)
             (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, teacher_p, anchor_p, mb, reg_obs, reg_mask)
             updates, o = optimizer.update(grads, o, p)
             stats["grad_norm"] = optax.tree.norm(grads)
@@ -176,13 +177,13 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
         )
         steps = rec.agent_steps
         if cfg.method == "counterplay":
-            buf, search_diag, search_steps = search(state.params, rec, fails, bank, k_search)
+            buf, search_diag, search_steps = search(state.params, rec, fails, k_search)
             diag.update(search_diag)
             steps = steps + search_steps
             teacher = state.params  # the policy that produced the retries, frozen for this round
         else:
             buf, teacher = None, anchor_params  # the anchor's own behaviour under teacher_style
-        p, o, stats = learn(state, teacher, anchor_params, buf, rec, bank, k_learn)
+        p, o, stats = learn(state, teacher, anchor_params, buf, rec, k_learn)
         diag.update(stats, round_steps=steps)
         new = state.replace(params=p, opt_state=o, key=key, round=state.round + 1,
                             agent_steps=state.agent_steps + steps)

@@ -22,7 +22,8 @@ from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimParams, SimState
 class Recording:
     """B self-play episodes, every step kept."""
 
-    scene_idx: jax.Array  # [B] int32 scene of the bank
+    scene_idx: jax.Array  # [B] int32 scene of the bank (of the env's group with cfg.bank_groups > 1)
+    scenes: Scenario  # [B, ...] the episodes' scenes (later stages read these, not the bank)
     # [B, ceil(T / k), ...] the state before steps 0, k, 2k, ... (T = sim.episode_steps, k =
     # cfg.snapshot_every; k = 1: every step)
     states: SimState
@@ -71,16 +72,16 @@ def record(
     params: SimParams,
     sim: SimConfig,
 ) -> Recording:
-    """cfg.num_envs episodes from frame 0 on random scenes of the bank (sampled actions unless cfg.greedy)."""
+    """cfg.num_envs episodes from frame 0 on random scenes of the bank (sampled actions unless cfg.greedy).
+    bank: [S, ...], or [G, S / G, ...] for cfg.bank_groups = G > 1 (`env.group_bank`)."""
     k_idx, k_cond, k_env = jax.random.split(key, 3)
-    n = jax.tree.leaves(bank)[0].shape[0]
-    idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
+    idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, env.bank_size(bank, cfg.bank_groups))
+    scenes = env.take_scenes(bank, idx, cfg.bank_groups, "CounterPlayConfig.bank_groups")
     cond = record_conditions(k_cond, cfg, (cfg.num_envs, sim.max_agents))
     value_conds = {"own": None, "deploy": conditions.style(cfg.deploy_style)[None],
                    "best_style": jnp.asarray(cfg.style_matrix())}[cfg.root_value]
 
-    def one(i, k, c):
-        scenario = env.take_scenario(bank, i)
+    def one(scenario, k, c):
         s0 = env.reset(scenario, k, c, sim)
         final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps, keep_states=True,
                              keep_values=True, value_conds=value_conds, greedy=cfg.greedy,
@@ -88,9 +89,9 @@ def record(
         value = trace.value if value_conds is None else trace.value_under.max(-1)
         return trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum()
 
-    states, alive, value, final, controlled, steps = jax.vmap(one)(idx, jax.random.split(k_env, cfg.num_envs), cond)
-    return Recording(scene_idx=idx, states=states, alive=alive, value=value, final=final, controlled=controlled,
-                     agent_steps=steps.sum())
+    states, alive, value, final, controlled, steps = jax.vmap(one)(scenes, jax.random.split(k_env, cfg.num_envs), cond)
+    return Recording(scene_idx=idx, scenes=scenes, states=states, alive=alive, value=value, final=final,
+                     controlled=controlled, agent_steps=steps.sum())
 
 
 def find_failures(rec: Recording, cfg: CounterPlayConfig, sim: SimConfig) -> Failures:

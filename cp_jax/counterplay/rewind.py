@@ -40,7 +40,7 @@ def make_rewind(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.
         rec = record(net, runner.params, bank, k_rec, cfg, params, sim)
         picked = pick_failures(find_failures(rec, cfg, sim), k_pick, b)
         root = choose_root(rec, picked, cfg)
-        roots, _ = restore(rec, bank, picked, root, cfg.snapshot_every, replay(runner.params))
+        roots, _ = restore(rec, picked, root, cfg.snapshot_every, replay(runner.params))
         use = picked.valid
         pick = lambda r, s: jnp.where(use.reshape(use.shape + (1,) * (s.ndim - 1)), r, s)  # noqa: E731
         env = jax.tree.map(pick, roots, runner.env)

@@ -35,7 +35,7 @@ from cp_jax.io.metrics import MetricWriter, Progress, read_jsonl, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import saved
 from cp_jax.rl import opponent, ppo, spiced
-from cp_jax.rl.trainer import config_fields
+from cp_jax.rl.trainer import check_groups, check_resumable, config_fields, load_scenes
 from cp_jax.sim import conditions, types
 
 METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continue", "ppo_rewind", "ppo_opponent",
@@ -50,6 +50,7 @@ class Setup(NamedTuple):
     counterplay: CounterPlayConfig | None
     ppo: ppo.PPOConfig | None
     budget: float  # post-training agent-steps
+    groups: tuple[str, int] = ("counterplay", 1)  # (config section, bank_groups) that sets the scene groups
 
 
 def anchor_steps(folder: str) -> float:
@@ -85,8 +86,9 @@ def resolve(config) -> Setup:
             raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
         ppo_cfg = ppo.PPOConfig(**config_fields(ppo.PPOConfig, config.ppo, "ppo"))
         ppo_cfg.validate(anchor.sim)
-        if ppo_cfg.bank_groups != 1:
-            raise ValueError("config.ppo.bank_groups: post-training keeps the whole bank on every device (use 1)")
+        if ppo_cfg.bank_groups != 1 and config.method != "ppo_continue":
+            raise ValueError(f"config.ppo.bank_groups: {config.method} keeps the whole bank on every device (use 1; "
+                             "scene groups work for counterplay, the style distillations and ppo_continue)")
         if (config.method == "ppo_opponent") != (ppo_cfg.opponent_frac > 0):
             raise ValueError("config.ppo.opponent_frac: > 0 for ppo_opponent (and only for it)")
         if config.method == "ppo_opponent" and (config.opponent.pool_size < 1 or config.opponent.pool_every < 1):
@@ -100,6 +102,9 @@ def resolve(config) -> Setup:
         if config.method.endswith("_distill"):
             fields.update(method="style_distill", teacher_style=config.method.split("_")[0])
         cp_cfg = CounterPlayConfig(**fields)
+        if config.method == "ppo_rewind" and cp_cfg.bank_groups != 1:
+            raise ValueError("config.counterplay.bank_groups: ppo_rewind keeps the whole bank on every device (use 1)")
+    groups = ("ppo", ppo_cfg.bank_groups) if config.method in PPO_METHODS else ("counterplay", cp_cfg.bank_groups)
     conditions.style(config.eval.style)
     for name in ("log_every", "ckpt_every", "keep"):
         if config.train[name] < 1:
@@ -113,7 +118,8 @@ def resolve(config) -> Setup:
         parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
-    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget)
+    check_groups(groups[1], mesh, config.scenes.train, f"config.{groups[0]}.bank_groups")
+    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget, groups)
 
 
 def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
@@ -130,11 +136,16 @@ def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
 
 def _ppo_method(setup: Setup, config, bank, params, key, mesh):
     """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor,
-    its envs split over the mesh's devices."""
+    its envs split over the mesh's devices (bank: replicated, or grouped and split for bank_groups > 1)."""
     anchor, sim, cfg = setup.anchor, setup.anchor.sim, setup.ppo
-    runner = ppo.init(anchor.net, cfg, sim, key, bank)
-    runner = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(cfg).init(anchor.params))
-    runner = ppo.shard_runner(runner, mesh)
+    if cfg.bank_groups == 1:
+        runner = ppo.init(anchor.net, cfg, sim, key, bank)
+        runner = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(cfg).init(anchor.params))
+        runner = ppo.shard_runner(runner, mesh)
+    else:  # no process holds the whole bank: the runner starts from the sharded one, then takes the anchor
+        runner = ppo.init(anchor.net, cfg, sim, key, bank, mesh=mesh)
+        start = parallel.replicate(anchor.params, mesh)
+        runner = runner.replace(params=start, opt_state=ppo.make_optimizer(cfg).init(start))
     if setup.method == "ppo_continue":
         return runner, ppo.make_update(anchor.net, cfg, sim, params, mesh=mesh)
     if setup.method == "ppo_rewind":
@@ -150,24 +161,23 @@ def _ppo_method(setup: Setup, config, bank, params, key, mesh):
 def post_train(config, workdir: str) -> dict[str, Any]:
     """Post-train the anchor per config in workdir; the result goes to workdir/policy (cp_jax.policy.saved).
     Returns {"rounds", "agent_steps", "final_eval", "params"}."""
-    from cp_jax.scenarios import bank as bank_lib
-
     setup = resolve(config)
     anchor, sim = setup.anchor, setup.anchor.sim
+    section, groups = setup.groups
+    check_resumable(workdir, section, groups)
     primary = jax.process_index() == 0  # in a multi-host run only process 0 writes files (orbax: checkpoints)
     os.makedirs(workdir, exist_ok=True)
     if primary:
         write_run_info(workdir, config)
-    sc = config.scenes
-    _, bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
-    val_bank = None
-    if sc.eval:
-        _, val_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
     params = types.default_params()
     key = jax.random.PRNGKey(config.seed)
-    # Data parallelism: envs / records / failures split over the devices (one device: the same program).
+    # Data parallelism: envs / records / failures split over the devices (one device: the same program);
+    # with scene groups every process reads only its devices' groups and each device holds its own.
     mesh = parallel.config_mesh(config.train.get("devices", 0))
-    bank = parallel.replicate(bank, mesh)
+    bank, val_bank, names = load_scenes(config.scenes, sim, parallel.local_groups(groups, mesh) if groups > 1 else None,
+                                        groups, f"config.{section}.bank_groups")
+    logging.info("%d training scenes%s", len(names), f" (this process's of {groups} groups)" if groups > 1 else "")
+    bank = parallel.replicate(bank, mesh) if groups == 1 else parallel.shard_groups(bank, mesh, groups)
 
     if setup.method in PPO_METHODS:
         state, update = _ppo_method(setup, config, bank, params, key, mesh)

@@ -57,7 +57,7 @@ class PPOConfig:
     # device count keeps compaction and minibatches device-local under data parallelism (no gather
     # of the rollout); results then do not depend on how many devices share the groups.
     compact_groups: int = 1
-    # > 1: the scenario bank is grouped [bank_groups, S / bank_groups, ...] (`group_bank`) and env
+    # > 1: the scenario bank is grouped [bank_groups, S / bank_groups, ...] (`env.group_bank`) and env
     # group g (num_envs / bank_groups whole envs) draws its scenes from bank[g] only. With the groups a
     # multiple of the device count and the bank sharded along them (`parallel.shard_groups`), every
     # device (and host) holds and reads only its share of the scenes. 1: one bank, every env draws from all.
@@ -221,34 +221,17 @@ def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller,
     return jax.vmap(lambda sc, k, c, ctrl: env.reset(sc, k, c, sim, ctrl))(scenes, keys, cond, controller)
 
 
-def group_bank(bank: Scenario, groups: int) -> Scenario:
-    """[S, ...] -> [groups, S / groups, ...]: group g holds scenes g * S / groups onwards (a bank for
-    PPOConfig.bank_groups = groups). S must be a multiple of groups."""
-    n = jax.tree.leaves(bank)[0].shape[0]
-    if n % groups:
-        raise ValueError(f"PPOConfig.bank_groups ({groups}) must divide the number of scenes in the bank ({n})")
-    return jax.tree.map(lambda x: x.reshape(groups, n // groups, *x.shape[1:]), bank)
-
-
 def take_scenes(bank: Scenario, idx: jax.Array, cfg: PPOConfig) -> Scenario:
     """The envs' scenes [B, ...]: bank [S, ...] and idx [B] into it, or with cfg.bank_groups = G > 1
-    a grouped bank [G, S / G, ...] and idx [B] into each env's own group (envs b * G / B)."""
-    grouped_shape = bank.log_xy.ndim == 5  # [G, S / G, A, T, 2] vs [S, A, T, 2]
-    if grouped_shape != (cfg.bank_groups > 1) or (grouped_shape and bank.log_xy.shape[0] != cfg.bank_groups):
-        raise ValueError(f"PPOConfig.bank_groups ({cfg.bank_groups}) does not match the bank's leading axes "
-                         f"{bank.log_xy.shape[:-3]} (group it with ppo.group_bank(bank, bank_groups), or not)")
-    if cfg.bank_groups == 1:
-        return jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, idx)
-    grouped = jax.vmap(jax.vmap(env.take_scenario, in_axes=(None, 0)))(bank, idx.reshape(cfg.bank_groups, -1))
-    return jax.tree.map(lambda x: x.reshape(cfg.num_envs, *x.shape[2:]), grouped)
+    a grouped bank [G, S / G, ...] (`env.group_bank`) and idx [B] into each env's own group."""
+    return env.take_scenes(bank, idx, cfg.bank_groups, "PPOConfig.bank_groups")
 
 
 def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
     """Fresh episodes: B random scenes of the bank (of each env's group with cfg.bank_groups > 1),
     per-agent conditions. -> (SimState [B], idx [B])."""
     k_idx, k_cond, k_env = jax.random.split(key, 3)
-    n = jax.tree.leaves(bank)[0].shape[0 if cfg.bank_groups == 1 else 1]
-    idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, n)
+    idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, env.bank_size(bank, cfg.bank_groups))
     cond = sample_conditions(k_cond, (cfg.num_envs, sim.max_agents), cfg)
     controller = None
     if cfg.opponent_frac > 0.0:
@@ -437,7 +420,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
     mesh (cp_jax.parallel): data parallelism, the envs split over its devices (place the runner
     with `shard_runner` and the bank with `parallel.replicate`, or a grouped bank with
     `parallel.shard_groups`); None: wherever the inputs are. bank: [S, ...], or [G, S / G, ...] for
-    cfg.bank_groups = G > 1 (`group_bank`)."""
+    cfg.bank_groups = G > 1 (`env.group_bank`)."""
     cfg.validate(sim)
     parallel.check_divisible(cfg.num_envs, mesh, "PPOConfig.num_envs")
     optimizer = make_optimizer(cfg)

@@ -72,13 +72,7 @@ def resolve(config) -> Setup:
     parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
-    if ppo_cfg.bank_groups > 1:
-        if ppo_cfg.bank_groups % parallel.size(mesh):
-            raise ValueError(f"config.ppo.bank_groups ({ppo_cfg.bank_groups}) must be a multiple of the number of "
-                             f"devices ({parallel.size(mesh)})")
-        if config.scenes.train % ppo_cfg.bank_groups:
-            raise ValueError(f"config.scenes.train ({config.scenes.train}) must be a multiple of "
-                             f"config.ppo.bank_groups ({ppo_cfg.bank_groups})")
+    check_groups(ppo_cfg.bank_groups, mesh, config.scenes.train, "config.ppo.bank_groups")
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
@@ -86,16 +80,26 @@ def resolve(config) -> Setup:
     return Setup(sim, ppo_cfg, net)
 
 
-def load_scenes(config, sim: types.SimConfig, groups: list[int] | None = None):
-    """(train bank, held-out bank or None, scene names) for the config's scene section. groups: read
-    only those of config.ppo.bank_groups scene groups (group g: procedural seeds train_seed + g n ..
-    + (g + 1) n - 1 with n = train / bank_groups, then its share of the real scenes) and return the
-    bank grouped [len(groups), scenes per group, ...]."""
+def check_groups(num_groups: int, mesh, train_scenes: int, field: str) -> None:
+    """Scene groups (bank_groups > 1) must split evenly over the devices and the training scenes."""
+    if num_groups == 1:
+        return
+    if num_groups % parallel.size(mesh):
+        raise ValueError(f"{field} ({num_groups}) must be a multiple of the number of devices ({parallel.size(mesh)})")
+    if train_scenes % num_groups:
+        raise ValueError(f"config.scenes.train ({train_scenes}) must be a multiple of {field} ({num_groups})")
+
+
+def load_scenes(sc, sim: types.SimConfig, groups: list[int] | None = None, num_groups: int = 1,
+                field: str = "config.ppo.bank_groups"):
+    """(train bank, held-out bank or None, scene names) for a config's scenes section sc. groups: read
+    only those of num_groups scene groups (group g: procedural seeds train_seed + g n .. + (g + 1) n - 1
+    with n = train / num_groups, then its share of the real scenes) and return the bank grouped
+    [len(groups), scenes per group, ...]; field names the setting in errors."""
     from cp_jax.scenarios import bank as bank_lib
 
-    sc = config.scenes
     real = None
-    if sc.real:
+    if sc.get("real", ""):
         from cp_jax.scenarios.cache import ScenarioCache
 
         real = ScenarioCache(sc.real)
@@ -112,14 +116,13 @@ def load_scenes(config, sim: types.SimConfig, groups: list[int] | None = None):
             names += real_names
             train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
         return train_bank, eval_bank, names
-    num_groups = config.ppo.bank_groups
     if not groups:
-        raise ValueError(f"config.ppo.bank_groups ({num_groups}): none of this process's devices is in the mesh "
+        raise ValueError(f"{field} ({num_groups}): none of this process's devices is in the mesh "
                          "(config.train.devices); every process must hold some scene groups")
     n, r = sc.train // num_groups, (len(real) // num_groups if real is not None else 0)
     if real is not None and r == 0:
         raise ValueError(f"config.scenes.real={sc.real!r}: {len(real)} scenes cannot fill "
-                         f"config.ppo.bank_groups ({num_groups}) groups")
+                         f"{field} ({num_groups}) groups")
     if real is not None and len(real) % num_groups:
         logging.warning("config.scenes.real: %d scenes in %d groups of %d; the last %d are not used", len(real),
                         num_groups, r, len(real) % num_groups)
@@ -137,16 +140,16 @@ def load_scenes(config, sim: types.SimConfig, groups: list[int] | None = None):
     return jax.tree.map(lambda *x: np.stack(x), *banks), eval_bank, names
 
 
-def _check_resumable(workdir: str, ppo_cfg: ppo.PPOConfig) -> None:
-    """Refuse to resume checkpoints made with other scene groups: their scene indices would point into
-    other groups (run_info.json of the earlier run holds its config)."""
+def check_resumable(workdir: str, section: str, num_groups: int) -> None:
+    """Refuse to resume checkpoints made with other scene groups (config.<section>.bank_groups): their
+    scene indices would point into other groups (run_info.json of the earlier run holds its config)."""
     info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
     if not (os.path.exists(info) and os.path.isdir(ckpts) and os.listdir(ckpts)):
         return
     with open(info) as f:
-        before = json.load(f).get("config", {}).get("ppo", {}).get("bank_groups", 1)
-    if before != ppo_cfg.bank_groups:
-        raise ValueError(f"config.ppo.bank_groups ({ppo_cfg.bank_groups}): {workdir} holds checkpoints of a run with "
+        before = (json.load(f).get("config", {}).get(section) or {}).get("bank_groups", 1)
+    if before != num_groups:
+        raise ValueError(f"config.{section}.bank_groups ({num_groups}): {workdir} holds checkpoints of a run with "
                          f"bank_groups={before}; resume with that value or start in a new --workdir")
 
 
@@ -167,15 +170,15 @@ def train(config, workdir: str) -> dict[str, Any]:
     """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
     Returns {"updates", "final_eval", "params", "runner"}."""
     setup = resolve(config)
-    _check_resumable(workdir, setup.ppo)
+    check_resumable(workdir, "ppo", setup.ppo.bank_groups)
     primary = jax.process_index() == 0  # in a multi-host run only process 0 writes files (orbax: checkpoints)
     os.makedirs(workdir, exist_ok=True)
     if primary:
         write_run_info(workdir, config)
     mesh = parallel.config_mesh(config.train.get("devices", 0))  # data parallelism (one device: same program)
     groups = setup.ppo.bank_groups
-    train_bank, eval_bank, names = load_scenes(config, setup.sim, parallel.local_groups(groups, mesh)
-                                               if groups > 1 else None)
+    train_bank, eval_bank, names = load_scenes(config.scenes, setup.sim, parallel.local_groups(groups, mesh)
+                                               if groups > 1 else None, groups)
     logging.info("%d training scenes%s, %s held-out", len(names), f" (this process's of {groups} groups)"
                  if groups > 1 else "", 0 if eval_bank is None else config.scenes.eval)
 

@@ -1,5 +1,7 @@
 """Run under 4 forced host devices (tests/test_parallel.py starts it in its own process): two
-CounterPlay rounds with records and branches split over a 4-device mesh vs one device."""
+CounterPlay rounds with records and branches split over a 4-device mesh vs one device; the same
+with the bank in 4 scene groups split over the devices (bank_groups), whose compiled round must not
+gather the bank onto every device."""
 
 import json
 import sys
@@ -11,38 +13,75 @@ from cp_jax import parallel
 from cp_jax.counterplay import loop
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.policy import networks
-from cp_jax.sim import types
+from cp_jax.sim import env, types
 from tests.multidevice.ppo_sharded import max_diff
-from tests.test_counterplay import NET, SIM, _bank, _keep_going_params
+from tests.test_counterplay import NET, SIM, _bank, _keep_going_params, _shifted_bank
+
+GROUPS = 4
+COLLECTIVES = ("all-gather", "all-to-all", "collective-permute", "all-reduce", "reduce-scatter")
 
 
-def run(mesh):
-    bank, net, anchor = _bank(), networks.ActorCritic(NET), _keep_going_params()
+def run(mesh, groups=1):
+    """(final state, per-round diagnostics, compiled HLO text) of two rounds."""
+    net, anchor = networks.ActorCritic(NET), _keep_going_params()
+    # Grouped: 9 scenes per group (shapes [G, 9, ...] / [9 G, ...] that nothing else in the round has).
+    bank = _bank() if groups == 1 else env.group_bank(_shifted_bank([8.0 * i for i in range(9 * groups)]), groups)
     cfg = CounterPlayConfig(num_envs=4, max_failures=4, record_style="cautious", root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3)
+                            distill_batch=32, reg_states=2, lr=1e-3, bank_groups=groups)
     state = loop.init(anchor, cfg, jax.random.PRNGKey(5))
     if mesh is not None:
-        state, anchor, bank = (parallel.replicate(x, mesh) for x in (state, anchor, bank))
+        state, anchor = (parallel.replicate(x, mesh) for x in (state, anchor))
+        bank = parallel.replicate(bank, mesh) if groups == 1 else parallel.shard_groups(bank, mesh, groups)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params(), mesh)
+    hlo = round_fn.lower(state, anchor, bank).compile().as_text()
     diags = []
     for _ in range(2):
         state, diag = round_fn(state, anchor, bank)
         diags.append(jax.device_get(diag))
-    return state, diags
+    return state, diags, hlo, bank
 
 
-def main():
-    assert len(jax.devices()) == 4, jax.devices()
-    one, d_one = run(None)
-    four, d_four = run(parallel.make_mesh())
-    out = dict(
+def compare(one, d_one, four, d_four) -> dict:
+    return dict(
         max_param_diff=max_diff(one.params, four.params),
         repaired=[float(d["repaired"]) for d in d_four],
         same_diag=all(np.allclose(np.asarray(a[k]), np.asarray(b[k]), rtol=1e-3, atol=1e-5)
                       for a, b in zip(d_one, d_four, strict=True) for k in a),
         same_steps=float(one.agent_steps) == float(four.agent_steps),
         params_replicated=bool(jax.tree.leaves(four.params)[0].sharding.is_fully_replicated),
+    )
+
+
+def bank_collectives(hlo: str, bank) -> list[str]:
+    """The compiled program's collectives whose result has the shape of a whole bank leaf (grouped
+    [G, S / G, ...] or flat [S, ...]): what gathering the bank onto every device would look like."""
+    whole = set()
+    for x in jax.tree.leaves(bank):
+        whole |= {",".join(map(str, x.shape)), ",".join(map(str, (x.shape[0] * x.shape[1], *x.shape[2:])))}
+    hits = []
+    for line in hlo.splitlines():
+        op = line.split("=", 1)[-1]
+        if any(f" {c}(" in op or f" {c}-start(" in op for c in COLLECTIVES):
+            shapes = {s.split("]")[0] for s in op.split("[")[1:]}
+            if shapes & whole:
+                hits.append(line.strip()[:200])
+    return hits
+
+
+def main():
+    assert len(jax.devices()) == 4, jax.devices()
+    one, d_one, _, _ = run(None)
+    four, d_four, _, _ = run(parallel.make_mesh())
+    out = compare(one, d_one, four, d_four)
+    one_g, d_one_g, _, _ = run(None, GROUPS)
+    four_g, d_four_g, hlo, bank = run(parallel.make_mesh(), GROUPS)
+    out["grouped"] = dict(
+        compare(one_g, d_one_g, four_g, d_four_g),
+        bank_shards=sorted({tuple(s.data.shape) for s in jax.tree.leaves(bank)[0].addressable_shards}),
+        bank_leaf_shape=list(jax.tree.leaves(bank)[0].shape),
+        collectives=sum(any(f" {c}" in line for c in COLLECTIVES) for line in hlo.splitlines()),
+        bank_collectives=bank_collectives(hlo, bank),
     )
     print(json.dumps(out))
     return 0

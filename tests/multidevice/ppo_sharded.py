@@ -15,7 +15,7 @@ from cp_jax import parallel
 from cp_jax.policy import networks
 from cp_jax.rl import ppo
 from cp_jax.scenarios.bank import make_bank
-from cp_jax.sim import types
+from cp_jax.sim import env, types
 from tests.test_ppo import NET, SIM, _bank, _cfg
 from tests.worlds import straight_road
 
@@ -56,7 +56,7 @@ def group_scenes(groups: list[int]):
     (so every env's start shows which group its scene came from)."""
     scenes = [straight_road([(10.0 + 20.0 * g, -2.0, 0.0, 5.0)], goals=[(30.0 + 20.0 * g, -2.0)], name=f"g{g}")
               for g in groups]
-    return ppo.group_bank(make_bank(scenes, SIM), len(groups))
+    return env.group_bank(make_bank(scenes, SIM), len(groups))
 
 
 def run_groups(mesh, updates: int):
