@@ -67,18 +67,7 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
     assert _metrics(a) == _metrics(b)  # the lost update 5 was re-made, not duplicated
-
-    # Data-parallel over 2 devices (the envs split), killed and resumed from the sharded checkpoint:
-    # the same metrics as the one-device run up to float reduction order.
-    d = tmp_path / "d"
-    assert _train(d, cache, kill_at=5, devices=2).returncode == -9
-    resumed = _train(d, cache, devices=2)
-    assert resumed.returncode == 0 and "resumed from update 4" in resumed.stderr, resumed.stderr[-3000:]
-    sharded = _metrics(d)
-    assert [r["step"] for r in sharded] == [r["step"] for r in _metrics(a)]
-    for ra, rd in zip(_metrics(a), sharded, strict=True):
-        for k in ra:
-            assert rd[k] == pytest.approx(ra[k], rel=1e-3, abs=1e-4), (ra["step"], k)
+    # A 2-device run killed and resumed from its sharded checkpoint: the next test's reference run.
 
 
 @pytest.mark.slow
