@@ -117,7 +117,7 @@ def shard_batch(tree: Any, mesh: Mesh) -> Any:
 
 def local_groups(groups: int, mesh: Mesh) -> list[int]:
     """Which of `groups` groups (split evenly along the mesh's devices, in order: a scenario bank of
-    PPOConfig.bank_groups) this process's devices hold, i.e. which it must read."""
+    PPOConfig.bank_groups or CounterPlayConfig.bank_groups) this process's devices hold, i.e. which it must read."""
     devices = mesh.devices.reshape(-1)
     if groups % len(devices):
         raise ValueError(f"bank_groups ({groups}) must be a multiple of the number of devices "
