@@ -340,20 +340,20 @@ def take_scenario(bank: Scenario, idx: jax.Array) -> Scenario:
     return jax.tree.map(lambda x: x[idx], bank)
 
 
-def group_bank(bank: Scenario, groups: int, field: str = "bank_groups") -> Scenario:
-    """[S, ...] -> [groups, S / groups, ...]: group g holds scenes g * S / groups onwards. S must be a
-    multiple of groups (field names the setting in the error)."""
+def group_bank(bank: Scenario, groups: int) -> Scenario:
+    """[S, ...] -> [groups, S / groups, ...]: group g holds scenes g * S / groups onwards (a bank for
+    bank_groups = groups). S must be a multiple of groups."""
     n = jax.tree.leaves(bank)[0].shape[0]
     if n % groups:
-        raise ValueError(f"{field} ({groups}) must divide the number of scenes in the bank ({n})")
+        raise ValueError(f"bank_groups ({groups}) must divide the number of scenes in the bank ({n})")
     return jax.tree.map(lambda x: x.reshape(groups, n // groups, *x.shape[1:]), bank)
 
 
 def take_scenes(bank: Scenario, idx: jax.Array, groups: int = 1, field: str = "bank_groups") -> Scenario:
     """The batch's scenes [B, ...]: bank [S, ...] and idx [B] into it, or for groups = G > 1 a grouped
     bank [G, S / G, ...] (`group_bank`) and idx [B] into each element's own group (element b takes
-    group b G // B: consecutive blocks of B / G). Batched over the group axis, so a bank split over devices along
-    it is read where it lies."""
+    group b G // B: consecutive blocks of B / G). Batched over the group axis, so a bank split over
+    devices along it is read where it lies."""
     grouped_shape = bank.log_xy.ndim == 5  # [G, S / G, A, T, 2] vs [S, A, T, 2]
     if grouped_shape != (groups > 1) or (grouped_shape and bank.log_xy.shape[0] != groups):
         raise ValueError(f"{field} ({groups}) does not match the bank's leading axes {bank.log_xy.shape[:-3]} "
