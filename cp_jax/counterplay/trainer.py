@@ -51,6 +51,7 @@ class Setup(NamedTuple):
     ppo: ppo.PPOConfig | None
     budget: float  # post-training agent-steps
     groups: tuple[str, int] = ("counterplay", 1)  # (config section, bank_groups) that sets the scene groups
+    mesh: Any = None  # the devices of config.train.devices (parallel.config_mesh)
 
 
 def anchor_steps(folder: str) -> float:
@@ -119,7 +120,7 @@ def resolve(config) -> Setup:
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     check_groups(groups[1], mesh, config.scenes.train, f"config.{groups[0]}.bank_groups")
-    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget, groups)
+    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget, groups, mesh)
 
 
 def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
@@ -138,14 +139,7 @@ def _ppo_method(setup: Setup, config, bank, params, key, mesh):
     """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor,
     its envs split over the mesh's devices (bank: replicated, or grouped and split for bank_groups > 1)."""
     anchor, sim, cfg = setup.anchor, setup.anchor.sim, setup.ppo
-    if cfg.bank_groups == 1:
-        runner = ppo.init(anchor.net, cfg, sim, key, bank)
-        runner = runner.replace(params=anchor.params, opt_state=ppo.make_optimizer(cfg).init(anchor.params))
-        runner = ppo.shard_runner(runner, mesh)
-    else:  # no process holds the whole bank: the runner starts from the sharded one, then takes the anchor
-        runner = ppo.init(anchor.net, cfg, sim, key, bank, mesh=mesh)
-        start = parallel.replicate(anchor.params, mesh)
-        runner = runner.replace(params=start, opt_state=ppo.make_optimizer(cfg).init(start))
+    runner = ppo.start(anchor.net, cfg, sim, key, bank, mesh, params=anchor.params)
     if setup.method == "ppo_continue":
         return runner, ppo.make_update(anchor.net, cfg, sim, params, mesh=mesh)
     if setup.method == "ppo_rewind":
@@ -173,7 +167,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     key = jax.random.PRNGKey(config.seed)
     # Data parallelism: envs / records / failures split over the devices (one device: the same program);
     # with scene groups every process reads only its devices' groups and each device holds its own.
-    mesh = parallel.config_mesh(config.train.get("devices", 0))
+    mesh = setup.mesh
     bank, val_bank, names = load_scenes(config.scenes, sim, parallel.local_groups(groups, mesh) if groups > 1 else None,
                                         groups, f"config.{section}.bank_groups")
     logging.info("%d training scenes%s", len(names), f" (this process's of {groups} groups)" if groups > 1 else "")

@@ -278,6 +278,19 @@ def _place(runner: Runner, batch_fn, rest_fn) -> Runner:
                              for f in dataclasses.fields(runner)})
 
 
+def start(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario, mesh,
+          params=None) -> Runner:
+    """A runner on the mesh (envs split over its devices), from params if given (fresh optimiser).
+    bank: the whole bank for cfg.bank_groups == 1; else grouped and sharded (`parallel.shard_groups`),
+    which no process holds whole, so the runner is made straight onto the mesh."""
+    grouped = cfg.bank_groups > 1
+    runner = init(net, cfg, sim, key, bank, mesh=mesh if grouped else None)
+    if params is not None:
+        params = parallel.replicate(params, mesh) if grouped else params
+        runner = runner.replace(params=params, opt_state=make_optimizer(cfg).init(params))
+    return runner if grouped else shard_runner(runner, mesh)
+
+
 def shard_runner(runner: Runner, mesh) -> Runner:
     """The runner on a device mesh (cp_jax.parallel): the B envs split over the devices, parameters,
     optimiser state, key and counters replicated. B must be a multiple of the device count."""

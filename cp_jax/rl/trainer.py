@@ -36,6 +36,7 @@ class Setup(NamedTuple):
     sim: types.SimConfig
     ppo: ppo.PPOConfig
     net: networks.NetConfig
+    mesh: Any = None  # the devices of config.train.devices (parallel.config_mesh)
 
 
 def config_fields(cls, section, name: str) -> dict[str, Any]:
@@ -77,7 +78,7 @@ def resolve(config) -> Setup:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
         raise ValueError(f"config.scenes.real={config.scenes.real!r}: not a scenario cache (no sim_config.json)")
-    return Setup(sim, ppo_cfg, net)
+    return Setup(sim, ppo_cfg, net, mesh)
 
 
 def check_groups(num_groups: int, mesh, train_scenes: int, field: str) -> None:
@@ -109,13 +110,9 @@ def load_scenes(sc, sim: types.SimConfig, groups: list[int] | None = None, num_g
     eval_bank = None
     if sc.eval:
         _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
-    if groups is None:
-        names, train_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.train, sc.train_seed, sc.agents, sim)
-        if real is not None:
-            real_names, real_bank = real.load_bank()
-            names += real_names
-            train_bank = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), train_bank, real_bank)
-        return train_bank, eval_bank, names
+    if groups is None:  # one group holding every scene, unstacked and device-resident
+        names, bank = _scene_group(sc, sim, real, 0, sc.train, len(real) if real is not None else 0)
+        return jax.tree.map(jnp.asarray, bank), eval_bank, names
     if not groups:
         raise ValueError(f"{field} ({num_groups}): none of this process's devices is in the mesh "
                          "(config.train.devices); every process must hold some scene groups")
@@ -128,16 +125,24 @@ def load_scenes(sc, sim: types.SimConfig, groups: list[int] | None = None, num_g
                         num_groups, r, len(real) % num_groups)
     names, banks = [], []
     for g in groups:  # the union over g of these is exactly the ungrouped bank (same seeds, same layouts)
-        group_names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim,
-                                                            first=g * n)
-        if real is not None:
-            real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
-            group_names += real_names
-            bank = jax.tree.map(lambda a, b: np.concatenate([a, b]), bank, real_bank)
+        group_names, bank = _scene_group(sc, sim, real, g, n, r)
         names += group_names
-        banks.append(jax.tree.map(np.asarray, bank))
+        banks.append(bank)
     # Stacked on the host: parallel.shard_groups puts each group on its own device.
     return jax.tree.map(lambda *x: np.stack(x), *banks), eval_bank, names
+
+
+def _scene_group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
+    """(names, host bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1,
+    then real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
+    from cp_jax.scenarios import bank as bank_lib
+
+    names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n)
+    if real is not None:
+        real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
+        names = names + real_names
+        bank = jax.tree.map(lambda a, b: np.concatenate([a, b]), bank, real_bank)
+    return names, jax.tree.map(np.asarray, bank)
 
 
 def check_resumable(workdir: str, section: str, num_groups: int) -> None:
@@ -175,7 +180,7 @@ def train(config, workdir: str) -> dict[str, Any]:
     os.makedirs(workdir, exist_ok=True)
     if primary:
         write_run_info(workdir, config)
-    mesh = parallel.config_mesh(config.train.get("devices", 0))  # data parallelism (one device: same program)
+    mesh = setup.mesh  # data parallelism (one device: the same program)
     groups = setup.ppo.bank_groups
     train_bank, eval_bank, names = load_scenes(config.scenes, setup.sim, parallel.local_groups(groups, mesh)
                                                if groups > 1 else None, groups)
@@ -185,23 +190,19 @@ def train(config, workdir: str) -> dict[str, Any]:
     net = networks.ActorCritic(setup.net)
     params = types.default_params()
     key = jax.random.PRNGKey(config.seed)
-    if groups > 1:  # every process holds only its devices' scene groups: the runner starts from the sharded bank
-        train_bank = parallel.shard_groups(train_bank, mesh, groups)
-        runner = ppo.init(net, setup.ppo, setup.sim, key, train_bank, mesh=mesh)
-    else:
-        runner = ppo.init(net, setup.ppo, setup.sim, key, train_bank)
-    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
-    writer = MetricWriter(workdir, enabled=primary)
+    start_params = None
     if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
         start_policy = saved.load(config.init_from)
         if start_policy.net.cfg != setup.net:
             raise ValueError(f"config.init_from={config.init_from!r}: its network {start_policy.net.cfg} differs "
                              f"from config.net {setup.net}")
-        start_params = start_policy.params if groups == 1 else parallel.replicate(start_policy.params, mesh)
-        runner = runner.replace(params=start_params)
-    # Data parallelism: the envs split over the devices, the bank whole on each (unless grouped, above).
-    if groups == 1:
-        runner, train_bank = ppo.shard_runner(runner, mesh), parallel.replicate(train_bank, mesh)
+        start_params = start_policy.params
+    # Data parallelism: the envs split over the devices; the bank whole on each, or its groups split.
+    train_bank = (parallel.replicate(train_bank, mesh) if groups == 1
+                  else parallel.shard_groups(train_bank, mesh, groups))
+    runner = ppo.start(net, setup.ppo, setup.sim, key, train_bank, mesh, params=start_params)
+    ckpt = Checkpointer(os.path.join(workdir, "checkpoints"), keep=config.train.keep)
+    writer = MetricWriter(workdir, enabled=primary)
     restored = ckpt.restore(_to_tree(runner))  # onto the runner's shardings
     start = 0
     if restored is not None:
