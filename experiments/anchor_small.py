@@ -34,14 +34,14 @@ def get_config() -> ml_collections.ConfigDict:
         num_envs=32, rollout_steps=45, rollouts_per_scene=4, sample_capacity=0.3, update_epochs=2,
         compact_groups=1,  # set to a multiple of the device count for device-local compaction (ppo.PPOConfig)
         bank_groups=1,  # > 1 (a multiple of the device count): each device/host holds and reads only its scene groups
-        num_minibatches=4, lr=5e-4, lr_schedule="linear",
-        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.03,
+        num_minibatches=4, lr=1e-3, lr_schedule="linear",
+        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.02,
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
-        style_frac=0.0,  # share of agents given one of the five named styles instead of a uniform sample
+        style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
     ))
     c.train = ml_collections.ConfigDict(dict(
-        total_updates=1800,  # sets the learning-rate schedule too
+        total_updates=1200,  # sets the learning-rate schedule too
         log_every=5,  # updates between metric lines
         ckpt_every=20,  # updates between checkpoints
         keep=3,  # checkpoints kept

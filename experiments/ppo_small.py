@@ -15,5 +15,8 @@ def get_config():
     c.ppo.conditioned = False
     c.ppo.fixed_style = "normal"
     c.ppo.ent_coef = 0.01  # no comfort term here: less entropy pressure needed (run p1 in BUILD_NOTES)
+    c.ppo.lr = 5e-4  # the shipped ppo_small's settings (run p2), not the conditioned anchor's
+    c.ppo.style_frac = 0.0
+    c.train.total_updates = 1800
     c.train.eval_styles = ("normal",)
     return c
