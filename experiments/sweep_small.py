@@ -26,6 +26,11 @@ VARIANTS = {
     # CounterPlay distilling the executed actions of verified retries (self-imitation), more steps.
     "counterplay_ce": ("counterplay", {"counterplay.target": "ce", "counterplay.distill_steps": 32,
                                        "counterplay.lr": 3e-4}),
+    # counterplay_ce held closer to the anchor (session 10): a third of the lr, 5x the anchor KL, on
+    # twice the regulariser states (counterplay_ce wrecked one of three b1 seeds).
+    "counterplay_ce_anchored": ("counterplay", {"counterplay.target": "ce", "counterplay.distill_steps": 32,
+                                                "counterplay.lr": 1e-4, "counterplay.anchor_kl": 0.5,
+                                                "counterplay.reg_states": 8}),
     # CounterPlay with more distillation per round (KL target): 64 steps at lr 3e-4.
     "counterplay_strong": ("counterplay", {"counterplay.distill_steps": 64, "counterplay.lr": 3e-4}),
     # counterplay_strong without the deployment style among the retries: every verified retry then
@@ -33,6 +38,10 @@ VARIANTS = {
     "counterplay_offstyle": ("counterplay", {
         "counterplay.distill_steps": 64, "counterplay.lr": 3e-4,
         "counterplay.styles": ("cautious", "cautious_normal", "normal_aggressive", "aggressive")}),
+    # The full method without the aggressive retry (session 10): on b13 its verified retries carried the
+    # aggressive style's off-road exits into the normal condition.
+    "cp_no_aggressive": ("counterplay", {
+        "counterplay.styles": ("cautious", "cautious_normal", "normal", "normal_aggressive")}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
