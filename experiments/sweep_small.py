@@ -42,6 +42,9 @@ VARIANTS = {
     # aggressive style's off-road exits into the normal condition.
     "cp_no_aggressive": ("counterplay", {
         "counterplay.styles": ("cautious", "cautious_normal", "normal", "normal_aggressive")}),
+    # The full method held closer to the anchor away from the repaired states (session 10): 5x the
+    # anchor KL on twice the regulariser states.
+    "cp_anchor_kl": ("counterplay", {"counterplay.anchor_kl": 0.5, "counterplay.reg_states": 8}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
