@@ -135,10 +135,10 @@ def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
-def _ppo_method(setup: Setup, config, bank, params, key, mesh):
+def _ppo_method(setup: Setup, config, bank, params, key):
     """(initial state, step(state, bank) -> (state, stats)) of a PPO-based method, from the anchor,
     its envs split over the mesh's devices (bank: replicated, or grouped and split for bank_groups > 1)."""
-    anchor, sim, cfg = setup.anchor, setup.anchor.sim, setup.ppo
+    anchor, sim, cfg, mesh = setup.anchor, setup.anchor.sim, setup.ppo, setup.mesh
     runner = ppo.start(anchor.net, cfg, sim, key, bank, mesh, params=anchor.params)
     if setup.method == "ppo_continue":
         return runner, ppo.make_update(anchor.net, cfg, sim, params, mesh=mesh)
@@ -174,7 +174,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     bank = parallel.replicate(bank, mesh) if groups == 1 else parallel.shard_groups(bank, mesh, groups)
 
     if setup.method in PPO_METHODS:
-        state, update = _ppo_method(setup, config, bank, params, key, mesh)
+        state, update = _ppo_method(setup, config, bank, params, key)
         step_fn = lambda s: update(s, bank)  # noqa: E731
         styles: tuple[str, ...] = ()
     else:

@@ -127,13 +127,13 @@ def load_scenes(sc, sim: types.SimConfig, groups: list[int] | None = None, num_g
     for g in groups:  # the union over g of these is exactly the ungrouped bank (same seeds, same layouts)
         group_names, bank = _scene_group(sc, sim, real, g, n, r)
         names += group_names
-        banks.append(bank)
+        banks.append(jax.tree.map(np.asarray, bank))
     # Stacked on the host: parallel.shard_groups puts each group on its own device.
     return jax.tree.map(lambda *x: np.stack(x), *banks), eval_bank, names
 
 
 def _scene_group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
-    """(names, host bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1,
+    """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1,
     then real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
     from cp_jax.scenarios import bank as bank_lib
 
@@ -142,7 +142,7 @@ def _scene_group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
         real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
         names = names + real_names
         bank = jax.tree.map(lambda a, b: np.concatenate([a, b]), bank, real_bank)
-    return names, jax.tree.map(np.asarray, bank)
+    return names, bank
 
 
 def check_resumable(workdir: str, section: str, num_groups: int) -> None:
