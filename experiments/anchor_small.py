@@ -39,6 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
+        progress_per_m=0.0,  # training-only shaping: reward per metre of progress towards the goal (ppo.PPOConfig)
     ))
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1200,  # sets the learning-rate schedule too

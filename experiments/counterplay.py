@@ -53,5 +53,6 @@ def get_config() -> ml_collections.ConfigDict:
         deploy_style="normal", deploy_distill=True, target="kl", teacher_style="aggressive",
         distill_steps=8, distill_batch=256, reg_states=4, anchor_kl=0.1, critic="keep", value_coef=0.5,
         lr=1e-4, max_grad_norm=0.5,
+        student_gate=False, gate_envs=16,  # ours: keep a round's update only if the student drives no worse
     ))
     return c

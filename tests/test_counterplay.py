@@ -254,3 +254,37 @@ def test_ppo_rewind_restarts_envs_from_failure_roots():
     np.testing.assert_array_equal(out.env.t, [12, 12, 12])
     np.testing.assert_allclose(out.env.cond[:, :3], np.broadcast_to(conditions.style("cautious"), (3, 3, 10)))
     assert float(out.agent_steps) == 2 * 3 * 20  # the record: 2 episodes x 3 cars x 20 steps
+
+
+def test_student_gate_keeps_an_update_only_if_the_student_drives_no_worse():
+    """Under the normal style the keep-going policy reaches all three goals of the scene; a policy
+    that steers hard leaves the road. The gate accepts keep-going over braking, rejects the reverse,
+    charges both greedy runs, and inside a round a rejected update leaves the parameters as they were."""
+    from cp_jax.counterplay.gate import make_gate
+
+    bank, net = _bank(), networks.ActorCritic(NET)
+    good = _keep_going_params()
+    p = good["params"]
+    hard_left = KEEP_GOING - 6  # accel 0, the steering grid's end
+    bad = {"params": dict(p, actor=dict(p["actor"], bias=p["actor"]["bias"].at[hard_left].add(20.0)))}
+    cfg = CounterPlayConfig(num_envs=2, max_failures=2, deploy_style="normal", student_gate=True, gate_envs=2)
+    gate = jax.jit(make_gate(net, cfg, SIM, types.default_params()))
+    accept, diag, steps = gate(bad, good, bank, jax.random.PRNGKey(0))
+    assert bool(accept) and float(diag["gate_new"]) == 6.0  # 2 scenes x 3 goals
+    assert float(diag["gate_old"]) < 0.0  # off the road before the goals
+    accept, _, _ = gate(good, bad, bank, jax.random.PRNGKey(0))
+    assert not bool(accept)
+    assert 2 * 2 * 3 < float(steps) <= 2 * 2 * 3 * 20  # both policies, 2 scenes of 3 cars, at most 20 steps
+
+    # In a round: distilling the aggressive retries into the cautious student may or may not pass the
+    # gate; either way the outcome is applied and charged.
+    cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
+                            styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
+                            distill_batch=32, reg_states=2, lr=1e-3, student_gate=True, gate_envs=2)
+    state, diag = loop.make_round(net, cfg, SIM, types.default_params())(loop.init(good, cfg, jax.random.PRNGKey(5)),
+                                                                         good, bank)
+    changed = any(jax.tree.leaves(jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, good)))
+    assert changed == bool(diag["gate_accepted"])
+    assert float(diag["gate_new"]) >= float(diag["gate_old"]) or not changed
+    with pytest.raises(ValueError, match="gate_envs"):
+        CounterPlayConfig(student_gate=True, gate_envs=3, num_envs=4, bank_groups=2)

@@ -281,3 +281,26 @@ def test_human_regularisation_pulls_the_policy_to_logged_actions():
     assert nll[-1] < nll[0] - 0.5
     with pytest.raises(ValueError, match="bc_coef"):
         update(runner, bank)
+
+
+def test_progress_shaping_pays_the_distance_gained_towards_the_goal():
+    """progress_per_m adds coef x (d_before - d_after) per valid step: over steps where an agent
+    stays in the world, the extra reward sums to coef x (start distance - end distance)."""
+    bank, net = _bank(), networks.ActorCritic(dataclasses.replace(NET, condition=False))
+    plain, shaped = _cfg(conditioned=False), _cfg(conditioned=False, progress_per_m=0.5)
+    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(3), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    out = {}
+    for name, cfg in (("plain", plain), ("shaped", shaped)):
+        out[name] = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes)
+    state, *_, batch = out["plain"]
+    extra = np.asarray(out["shaped"][-1].reward - batch.reward)  # [T, B, A]
+    valid = np.asarray(batch.valid)
+    np.testing.assert_array_equal(extra[~valid], 0.0)
+    whole = valid.all(0)  # in the world for all T steps (no restart within the 10-step rollout)
+    assert whole.sum() >= 4
+    gained = np.asarray(ppo.goal_distance(runner.env, scenes) - ppo.goal_distance(state, scenes))
+    np.testing.assert_allclose(extra.sum(0)[whole], 0.5 * gained[whole], atol=1e-4)
+    assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals
+    with pytest.raises(ValueError, match="progress_per_m"):
+        _cfg(progress_per_m=-1.0).validate(SIM)

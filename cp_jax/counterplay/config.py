@@ -75,6 +75,11 @@ class CounterPlayConfig:
     value_coef: float = 0.5
     lr: float = 1e-4
     max_grad_norm: float = 0.5
+    # Student gate (ours, cp_jax/counterplay/gate.py): after distilling, old and new policy drive the
+    # same gate_envs random training scenes greedily under the deployment condition; the update is kept
+    # only if goals - collisions - off-road exits do not fall. Its agent-steps count in the budget.
+    student_gate: bool = False
+    gate_envs: int = 16
 
     def __post_init__(self):
         self.validate()
@@ -88,13 +93,16 @@ class CounterPlayConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"CounterPlayConfig.{name}: unknown {getattr(self, name)!r}; use {'|'.join(allowed)}")
         for name in ("num_envs", "max_failures", "window", "samples_per_style", "distill_steps", "distill_batch",
-                     "reg_states", "snapshot_every", "bank_groups"):
+                     "reg_states", "snapshot_every", "bank_groups", "gate_envs"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"CounterPlayConfig.{name} must be a positive int, got {value!r}")
         if self.num_envs % self.bank_groups:
             raise ValueError(f"CounterPlayConfig.bank_groups ({self.bank_groups}) must divide num_envs "
                              f"({self.num_envs})")
+        if self.student_gate and self.gate_envs % self.bank_groups:
+            raise ValueError(f"CounterPlayConfig.bank_groups ({self.bank_groups}) must divide gate_envs "
+                             f"({self.gate_envs})")
         if not self.failure_kinds or set(self.failure_kinds) - set(FAILURE_KINDS):
             raise ValueError(f"CounterPlayConfig.failure_kinds must be a non-empty subset of {FAILURE_KINDS}, "
                              f"got {self.failure_kinds!r}")

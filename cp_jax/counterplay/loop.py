@@ -25,6 +25,7 @@ from cp_jax.counterplay import distill
 from cp_jax.counterplay.backtrack import choose_root, make_replay, restore
 from cp_jax.counterplay.branch import branch_setup, run_branches
 from cp_jax.counterplay.config import FAILURE_KINDS, CounterPlayConfig
+from cp_jax.counterplay.gate import make_gate
 from cp_jax.counterplay.record import Failures, Recording, find_failures, pick_failures, record
 from cp_jax.counterplay.verify import choose, own_success, passes
 from cp_jax.policy import networks
@@ -138,6 +139,7 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
     optimizer = distill.make_optimizer(cfg)
     loss_fn = distill.make_loss(net, cfg)
     search = make_search(net, cfg, sim, params, mesh)
+    gate = make_gate(net, cfg, sim, params, mesh) if cfg.student_gate else None
     deploy = conditions.style(cfg.deploy_style)
     teacher_style = conditions.style(cfg.teacher_style)
     style_states = math.ceil(cfg.distill_batch / sim.max_agents)
@@ -184,6 +186,11 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
         else:
             buf, teacher = None, anchor_params  # the anchor's own behaviour under teacher_style
         p, o, stats = learn(state, teacher, anchor_params, buf, rec, k_learn)
+        if gate is not None:  # keep the update only if the student drives no worse (ours)
+            accept, gate_diag, gate_steps = gate(state.params, p, bank, jax.random.fold_in(k_learn, 1))
+            p, o = jax.tree.map(lambda new, old: jnp.where(accept, new, old), (p, o), (state.params, state.opt_state))
+            diag.update(gate_diag)
+            steps = steps + gate_steps
         diag.update(stats, round_steps=steps)
         new = state.replace(params=p, opt_state=o, key=key, round=state.round + 1,
                             agent_steps=state.agent_steps + steps)

@@ -85,6 +85,10 @@ class PPOConfig:
     # Share of agents whose episode condition is one of the five named retry styles (2 m evaluation
     # goal radius) instead of a uniform sample (0: DESIGN's uniform sampling only).
     style_frac: float = 0.0
+    # Training-only progress shaping added to every policy agent's reward: progress_per_m x (distance
+    # to goal before the step - after it), so a whole approach pays about progress_per_m x the start
+    # distance (0: the paper's reward only). The benchmark and the evaluations never see it.
+    progress_per_m: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -128,6 +132,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
+        if not self.progress_per_m >= 0.0:
+            raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
         if not self.goal_radius_power > 0.0:
             raise ValueError(f"PPOConfig.goal_radius_power must be > 0, got {self.goal_radius_power}")
         low, high = self.goal_radius_range
@@ -361,6 +367,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
                 rew = out.reward
             else:
                 rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
+            if cfg.progress_per_m > 0.0:
+                rew = rew + cfg.progress_per_m * (goal_distance(state, scenes) - goal_distance(nxt, scenes))
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -393,6 +401,11 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
         return state, carry, ep_ret, totals, key, batch
 
     return rollout
+
+
+def goal_distance(state: SimState, scenes: Scenario) -> jax.Array:
+    """[B, A] distance (m) from every agent to its goal."""
+    return jnp.linalg.norm(state.xy - scenes.goal, axis=-1)
 
 
 def group_envs(x: jax.Array, groups: int, mesh=None) -> jax.Array:
