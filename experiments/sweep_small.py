@@ -45,6 +45,9 @@ VARIANTS = {
     # The full method held closer to the anchor away from the repaired states (session 10): 5x the
     # anchor KL on twice the regulariser states.
     "cp_anchor_kl": ("counterplay", {"counterplay.anchor_kl": 0.5, "counterplay.reg_states": 8}),
+    # The full method with the student gate (session 11, ours): a round's update is kept only if the
+    # distilled policy drives 16 training scenes (greedy, normal) no worse than before it.
+    "cp_gate": ("counterplay", {"counterplay.student_gate": True}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
