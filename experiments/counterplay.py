@@ -52,6 +52,7 @@ def get_config() -> ml_collections.ConfigDict:
         condition_search=True, verify_others=True, reverify=True,
         deploy_style="normal", deploy_distill=True, target="kl", teacher_style="aggressive",
         distill_steps=8, distill_batch=256, reg_states=4, anchor_kl=0.1, critic="keep", value_coef=0.5,
+        reg_condition="recorded",  # the anchor KL's condition: recorded | deploy | both (distill.py)
         lr=1e-4, max_grad_norm=0.5,
         student_gate=False, gate_envs=16,  # ours: keep a round's update only if the student drives no worse
     ))

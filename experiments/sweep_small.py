@@ -48,6 +48,10 @@ VARIANTS = {
     # The full method with the student gate (session 11, ours): a round's update is kept only if the
     # distilled policy drives 16 training scenes (greedy, normal) no worse than before it.
     "cp_gate": ("counterplay", {"counterplay.student_gate": True}),
+    # The anchor KL under the deployment condition (session 11): the student's own (normal) behaviour is
+    # held to the anchor's on fresh self-play states, not only the recorded conditions' behaviour.
+    "cp_reg_deploy": ("counterplay", {"counterplay.reg_condition": "deploy"}),
+    "cp_reg_both": ("counterplay", {"counterplay.reg_condition": "both", "counterplay.anchor_kl": 0.5}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent

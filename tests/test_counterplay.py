@@ -288,3 +288,35 @@ def test_student_gate_keeps_an_update_only_if_the_student_drives_no_worse():
     assert float(diag["gate_new"]) >= float(diag["gate_old"]) or not changed
     with pytest.raises(ValueError, match="gate_envs"):
         CounterPlayConfig(student_gate=True, gate_envs=3, num_envs=4, bank_groups=2)
+
+
+def test_anchor_regulariser_reads_the_recorded_or_the_deployment_condition():
+    """reg_condition picks the condition of the anchor KL on fresh rows: the rows' own (recorded)
+    conditions, the deployment condition (the student's deployed behaviour), or their mean."""
+    from cp_jax.counterplay import distill
+
+    bank, net = _bank(), networks.ActorCritic(NET)
+    anchor = networks.init_params(NET, SIM, jax.random.PRNGKey(0))
+    student = jax.tree.map(lambda x: x * 1.3, anchor)
+    s = env.reset(env.take_scenario(bank, 0), jax.random.PRNGKey(1), conditions.style("cautious"), SIM)
+    obs = env.observe(s, env.take_scenario(bank, 0), SIM)
+    mask = s.controller == types.POLICY
+    mb = distill.Buffer(obs=obs, action=jnp.zeros((SIM.max_agents,), jnp.int32),
+                        teacher_cond=jnp.broadcast_to(conditions.style("aggressive"), (SIM.max_agents, 10)),
+                        student_cond=jnp.broadcast_to(conditions.style("normal"), (SIM.max_agents, 10)),
+                        weight=mask.astype(jnp.float32))
+    kl_under = lambda c: float(jnp.sum(jnp.where(mask, dist.kl(  # noqa: E731
+        net.apply(anchor, networks.with_condition(obs, c))[0],
+        net.apply(student, networks.with_condition(obs, c))[0]), 0.0)) / float(mask.sum()))
+    totals = {}
+    for which in ("recorded", "deploy", "both"):
+        cfg = CounterPlayConfig(anchor_kl=1.0, value_coef=0.0, reg_condition=which, deploy_style="normal")
+        totals[which], stats = distill.make_loss(net, cfg)(student, anchor, anchor, mb, obs, mask)
+    assert float(stats["anchor_kl"]) == pytest.approx(kl_under(conditions.style("cautious")), rel=1e-4)
+    assert float(stats["deploy_kl"]) == pytest.approx(kl_under(conditions.style("normal")), rel=1e-4)
+    assert float(stats["anchor_kl"]) != pytest.approx(float(stats["deploy_kl"]), rel=1e-3)
+    gap = float(totals["deploy"] - totals["recorded"])
+    assert gap == pytest.approx(float(stats["deploy_kl"] - stats["anchor_kl"]), rel=1e-3)
+    assert float(totals["both"]) == pytest.approx(0.5 * float(totals["recorded"] + totals["deploy"]), rel=1e-4)
+    with pytest.raises(ValueError, match="reg_condition"):
+        CounterPlayConfig(reg_condition="mine")

@@ -71,6 +71,8 @@ class CounterPlayConfig:
     distill_batch: int = 256  # distillation samples per step (drawn from the round's buffer)
     reg_states: int = 4  # recorded (env, step) states per step for the anchor regulariser (x max_agents rows)
     anchor_kl: float = 0.1  # coefficient of KL(anchor || student) on fresh self-play states
+    # ... under the rows' recorded conditions, the deployment condition, or the mean of both (distill.py)
+    reg_condition: str = "recorded"
     critic: str = "keep"  # keep: V held to the anchor's on fresh states; distill: also V(deploy) -> V_teacher(retry)
     value_coef: float = 0.5
     lr: float = 1e-4
@@ -87,7 +89,7 @@ class CounterPlayConfig:
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
         choices = dict(method=METHODS, root_rule=("value", "fixed", "none"), target=("kl", "ce"),
-                       root_value=("own", "deploy", "best_style"),
+                       root_value=("own", "deploy", "best_style"), reg_condition=("recorded", "deploy", "both"),
                        critic=("keep", "distill"))
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

@@ -11,6 +11,9 @@ Loss (per gradient step):
     distill  = mean_w KL(pi_teacher(. | o, c_retry) || pi(. | o, c_deploy))   (target "kl")
              | mean_w -log pi(a_executed | o, c_deploy)                         (target "ce")
     + anchor_kl  * mean KL(pi_anchor(. | o', c') || pi(. | o', c'))  on fresh self-play rows o'
+                   c' = the rows' recorded conditions (reg_condition "recorded"), the deployment
+                   condition ("deploy": the student's own behaviour away from the taught states),
+                   or the mean of the two ("both")
     + value_coef * mean (V(o', c') - V_anchor(o', c'))^2             (critic "keep")
     + value_coef * mean_w (V(o, c_deploy) - V_teacher(o, c_retry))^2  (critic "distill" only)
 """
@@ -25,7 +28,7 @@ from flax import struct
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.policy import distributions as dist
 from cp_jax.policy import networks
-from cp_jax.sim import env, types
+from cp_jax.sim import conditions, env, types
 from cp_jax.sim.types import Obs, Scenario, SimConfig, SimState
 
 
@@ -72,6 +75,7 @@ def _wmean(x: jax.Array, w: jax.Array) -> jax.Array:
 
 def make_loss(net: networks.ActorCritic, cfg: CounterPlayConfig):
     """loss(params, teacher_params, anchor_params, mb: Buffer, reg_obs, reg_mask) -> (total, stats)."""
+    deploy = conditions.style(cfg.deploy_style)
 
     def loss(p, teacher_p, anchor_p, mb: Buffer, reg_obs: Obs, reg_mask: jax.Array):
         w = mb.weight
@@ -86,11 +90,15 @@ def make_loss(net: networks.ActorCritic, cfg: CounterPlayConfig):
         a_logits, a_value, _ = jax.lax.stop_gradient(net.apply(anchor_p, reg_obs))
         m = reg_mask.astype(jnp.float32)
         reg_kl = _wmean(dist.kl(a_logits, r_logits), m)
+        d_obs = networks.with_condition(reg_obs, deploy)  # the same rows under the deployment condition
+        deploy_kl = _wmean(dist.kl(jax.lax.stop_gradient(net.apply(anchor_p, d_obs)[0]), net.apply(p, d_obs)[0]), m)
+        anchor_reg = {"recorded": reg_kl, "deploy": deploy_kl, "both": 0.5 * (reg_kl + deploy_kl)}[cfg.reg_condition]
         value = _wmean((r_value - a_value) ** 2, m)
         if cfg.critic == "distill":
             value = value + _wmean((s_value - t_value) ** 2, w)
-        total = distill + cfg.anchor_kl * reg_kl + cfg.value_coef * value
+        total = distill + cfg.anchor_kl * anchor_reg + cfg.value_coef * value
         agree = _wmean((jnp.argmax(s_logits, -1) == jnp.argmax(t_logits, -1)).astype(jnp.float32), w)
-        return total, dict(distill_loss=distill, anchor_kl=reg_kl, value_loss=value, teacher_agreement=agree)
+        return total, dict(distill_loss=distill, anchor_kl=reg_kl, deploy_kl=deploy_kl, value_loss=value,
+                           teacher_agreement=agree)
 
     return loss
