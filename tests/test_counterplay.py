@@ -190,14 +190,17 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
     distillation into the deployment condition changes the parameters. The same with a snapshot
-    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups."""
+    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups.
+    The first case runs the student gate too: under the cautious style every car of both policies
+    times out (0 points each), so the update is kept, and the gate's runs are charged."""
     bank, net = _bank(), networks.ActorCritic(NET)
     if groups > 1:
         bank = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x] * groups), bank), groups)
     anchor = _keep_going_params()
     cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every, bank_groups=groups)
+                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every, bank_groups=groups,
+                            student_gate=groups == 1, gate_envs=2)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params())
     state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
     diag = jax.device_get(diag)
@@ -211,9 +214,13 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     assert diag["distill_loss"] > 1e-6  # teacher (aggressive) and student (cautious) differ
     changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, anchor)
     assert any(jax.tree.leaves(changed))
-    # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs.
+    # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs
+    # (plus, gated, 2 policies x 2 scenes x 3 cars x 20 steps).
     assert diag["round_steps"] > 0 and float(state.agent_steps) == pytest.approx(float(diag["round_steps"]))
-    assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20
+    gated = cfg.student_gate
+    assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20 + gated * 2 * 2 * 3 * 20
+    if gated:
+        assert diag["gate_accepted"] == 1.0 and diag["gate_old"] == diag["gate_new"] == 0.0
 
 
 def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():
@@ -258,8 +265,8 @@ def test_ppo_rewind_restarts_envs_from_failure_roots():
 
 def test_student_gate_keeps_an_update_only_if_the_student_drives_no_worse():
     """Under the normal style the keep-going policy reaches all three goals of the scene; a policy
-    that steers hard leaves the road. The gate accepts keep-going over braking, rejects the reverse,
-    charges both greedy runs, and inside a round a rejected update leaves the parameters as they were."""
+    that steers hard leaves the road. The gate accepts keep-going over it, rejects the reverse, and
+    charges both greedy runs (the gate inside a round: test_a_tiny_round_end_to_end_repairs_a_timeout)."""
     from cp_jax.counterplay.gate import make_gate
 
     bank, net = _bank(), networks.ActorCritic(NET)
@@ -274,18 +281,12 @@ def test_student_gate_keeps_an_update_only_if_the_student_drives_no_worse():
     assert float(diag["gate_old"]) < 0.0  # off the road before the goals
     accept, _, _ = gate(good, bad, bank, jax.random.PRNGKey(0))
     assert not bool(accept)
-    assert 2 * 2 * 3 < float(steps) <= 2 * 2 * 3 * 20  # both policies, 2 scenes of 3 cars, at most 20 steps
+    assert 2 * 2 * 3 < float(steps) < 2 * 2 * 3 * 20  # both policies, 2 scenes of 3 cars, gone before the end
+    cautious = jax.jit(make_gate(net, dataclasses.replace(cfg, deploy_style="cautious"), SIM, types.default_params()))
+    accept, diag, steps = cautious(good, good, bank, jax.random.PRNGKey(0))
+    assert bool(accept) and float(diag["gate_old"]) == 0.0  # too fast for the cautious goal: all time out
+    assert float(steps) == 2 * 2 * 3 * 20  # ... so every car is charged every step, in both runs
 
-    # In a round: distilling the aggressive retries into the cautious student may or may not pass the
-    # gate; either way the outcome is applied and charged.
-    cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
-                            styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3, student_gate=True, gate_envs=2)
-    state, diag = loop.make_round(net, cfg, SIM, types.default_params())(loop.init(good, cfg, jax.random.PRNGKey(5)),
-                                                                         good, bank)
-    changed = any(jax.tree.leaves(jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, good)))
-    assert changed == bool(diag["gate_accepted"])
-    assert float(diag["gate_new"]) >= float(diag["gate_old"]) or not changed
     with pytest.raises(ValueError, match="gate_envs"):
         CounterPlayConfig(student_gate=True, gate_envs=3, num_envs=4, bank_groups=2)
 
