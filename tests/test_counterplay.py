@@ -235,9 +235,9 @@ def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():
                             value_coef=0.0, lr=1e-3)
     state, diag = loop.make_round(net, cfg, SIM, types.default_params())(loop.init(anchor, cfg, jax.random.PRNGKey(2)),
                                                                          anchor, bank)
-    rec = record.record(net, anchor, bank, jax.random.PRNGKey(7), cfg, types.default_params(), SIM)
-    obs = env.observe(jax.tree.map(lambda x: x[0, 0], rec.states), env.take_scenario(bank, 0), SIM)
-    live = rec.states.alive[0, 0] & (rec.states.controller[0, 0] == types.POLICY)
+    s0 = env.reset(env.take_scenario(bank, 0), jax.random.PRNGKey(7), conditions.style("normal"), SIM)
+    obs = env.observe(s0, env.take_scenario(bank, 0), SIM)  # a state the records start from
+    live = s0.alive & (s0.controller == types.POLICY)
     teacher = net.apply(anchor, networks.with_condition(obs, conditions.style("aggressive")))[0]
     kl = lambda p: float(jnp.sum(jnp.where(live, dist.kl(teacher, net.apply(  # noqa: E731
         p, networks.with_condition(obs, conditions.style("cautious")))[0]), 0.0)))
