@@ -44,7 +44,8 @@ def learning_curve(workdir: str, png: str) -> str:
 def post_training(workdir: str, png: str) -> str:
     """Per-round diagnostics of a post-training run (metrics.jsonl, eval.jsonl) in one PNG: failures
     found by kind, retries passing the filter and verification by style, roots, distilled samples,
-    validation outcomes vs budget spent; returns its path. Panels without data are left empty."""
+    validation outcomes vs budget spent, KL to the anchor, student-gate decisions; returns its path.
+    Panels without data are left empty."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -54,7 +55,7 @@ def post_training(workdir: str, png: str) -> str:
     evals_path = os.path.join(workdir, "eval.jsonl")
     evals = read_jsonl(evals_path) if os.path.exists(evals_path) else []
     x = [r["agent_steps"] / 1e6 for r in rows]
-    fig, ax = plt.subplots(2, 3, figsize=(15, 7))
+    fig, ax = plt.subplots(2, 4, figsize=(20, 7))
     ax = ax.ravel()
     for key, label in (("record_goal_rate", "goal"), ("record_timeout_rate", "timeout"),
                        ("record_collision_rate", "collision"), ("record_offroad_rate", "off-road"),
@@ -84,6 +85,14 @@ def post_training(workdir: str, png: str) -> str:
         if evals:
             ax[5].plot(ex, [e[key] for e in evals], "o-", label=key, lw=1)
     ax[5].set(title="validation (greedy, deployment style)", xlabel="budget spent (M)", ylim=(0, 1))
+    for key, label in (("anchor_kl", "recorded conditions"), ("deploy_kl", "deployment condition")):
+        if rows and key in rows[0]:
+            ax[6].plot(x, [r[key] for r in rows], label=label, lw=1)
+    ax[6].set(title="KL(anchor || policy) on fresh self-play rows", xlabel="budget spent (M)")
+    if rows and "gate_accepted" in rows[0]:
+        ax[7].plot(x, np.cumsum([r["gate_accepted"] for r in rows]), label="accepted", lw=1)
+        ax[7].plot(x, np.arange(1, len(rows) + 1), "--", label="rounds", lw=1)
+    ax[7].set(title="student gate: updates kept (cumulative)", xlabel="budget spent (M)")
     for a in ax:
         if a.get_legend_handles_labels()[0]:
             a.legend(fontsize=7)
