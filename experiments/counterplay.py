@@ -55,5 +55,6 @@ def get_config() -> ml_collections.ConfigDict:
         reg_condition="recorded",  # the anchor KL's condition: recorded | deploy | both (distill.py)
         lr=1e-4, max_grad_norm=0.5,
         student_gate=False, gate_envs=16,  # ours: keep a round's update only if the student drives no worse
+        gate_traffic="self",  # the gate's episodes: self (self-play) | log (one policy ego among log replay)
     ))
     return c

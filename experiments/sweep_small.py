@@ -48,6 +48,9 @@ VARIANTS = {
     # The full method with the student gate (session 11, ours): a round's update is kept only if the
     # distilled policy drives 16 training scenes (greedy, normal) no worse than before it.
     "cp_gate": ("counterplay", {"counterplay.student_gate": True}),
+    # ... with the gate's episodes one policy ego among log-replayed traffic (8 scenes x every agent as ego).
+    "cp_gate_log": ("counterplay", {"counterplay.student_gate": True, "counterplay.gate_traffic": "log",
+                                    "counterplay.gate_envs": 8}),
     # The anchor KL under the deployment condition (session 11): the student's own (normal) behaviour is
     # held to the anchor's on fresh self-play states, not only the recorded conditions' behaviour.
     "cp_reg_deploy": ("counterplay", {"counterplay.reg_condition": "deploy"}),

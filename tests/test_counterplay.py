@@ -286,6 +286,13 @@ def test_student_gate_keeps_an_update_only_if_the_student_drives_no_worse():
     accept, diag, steps = cautious(good, good, bank, jax.random.PRNGKey(0))
     assert bool(accept) and float(diag["gate_old"]) == 0.0  # too fast for the cautious goal: all time out
     assert float(steps) == 2 * 2 * 3 * 20  # ... so every car is charged every step, in both runs
+    # One policy ego per episode among log-replayed traffic: 2 scenes x 3 egos, the same verdicts.
+    log = dataclasses.replace(cfg, gate_traffic="log")
+    accept, diag, _ = jax.jit(make_gate(net, log, SIM, types.default_params()))(bad, good, bank, jax.random.PRNGKey(0))
+    assert bool(accept) and float(diag["gate_new"]) == 6.0 and float(diag["gate_old"]) < 0.0
+    cautious_log = jax.jit(make_gate(net, dataclasses.replace(log, deploy_style="cautious"), SIM,
+                                     types.default_params()))
+    assert float(cautious_log(good, good, bank, jax.random.PRNGKey(0))[2]) == 2 * 2 * 3 * 20  # egos only
 
     with pytest.raises(ValueError, match="gate_envs"):
         CounterPlayConfig(student_gate=True, gate_envs=3, num_envs=4, bank_groups=2)

@@ -82,6 +82,7 @@ class CounterPlayConfig:
     # only if goals - collisions - off-road exits do not fall. Its agent-steps count in the budget.
     student_gate: bool = False
     gate_envs: int = 16
+    gate_traffic: str = "self"  # self: every agent the policy; log: one policy ego per episode, others replay logs
 
     def __post_init__(self):
         self.validate()
@@ -90,6 +91,7 @@ class CounterPlayConfig:
         """Raise ValueError naming the first bad field."""
         choices = dict(method=METHODS, root_rule=("value", "fixed", "none"), target=("kl", "ce"),
                        root_value=("own", "deploy", "best_style"), reg_condition=("recorded", "deploy", "both"),
+                       gate_traffic=("self", "log"),
                        critic=("keep", "distill"))
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:

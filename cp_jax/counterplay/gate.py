@@ -3,11 +3,13 @@
     gate = make_gate(net, cfg, sim, params, mesh)
     accept, diag, steps = gate(old_params, new_params, bank, key)
 
-Both policies drive the same cfg.gate_envs random scenes of the bank from frame 0, every controlled
-agent under the deployment condition with greedy actions (as the benchmark drives), sharing every
-random number. Each scene scores goals - collisions - off-road exits over its controlled agents;
-the round's update is kept only if the new policy's total is at least the old one's. Every agent-step
-of both runs is charged to the budget.
+Both policies drive the same cfg.gate_envs random scenes of the bank from frame 0 under the deployment
+condition with greedy actions (as the benchmark drives), sharing every random number: every
+controllable agent at once (gate_traffic "self": self-play), or each controllable agent in an episode
+of its own among log-replayed traffic (gate_traffic "log": the benchmark's Expert regime, one ego per
+episode, on training scenes). The episodes score goals - collisions - off-road exits of the policy-driven
+agents; the round's update is kept only if the new policy's total is at least the old one's. Every
+policy agent-step of both runs is charged to the budget.
 """
 
 from __future__ import annotations
@@ -31,16 +33,21 @@ def make_gate(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig,
     def score(p, scenes: Scenario, keys: jax.Array):
         """[G] goals - collisions - off-road exits per scene, [G] agent-steps."""
 
-        def one(scenario, k):
+        def one(scenario, k, controller):
             cond = jnp.broadcast_to(deploy, (sim.max_agents, deploy.shape[0]))
-            s0 = env.reset(scenario, k, cond, sim)
+            s0 = env.reset(scenario, k, cond, sim, controller)
             final, trace = drive(net, p, s0, scenario, params, sim, sim.episode_steps, greedy=True)
             out = metrics.outcomes(final)
             controlled = s0.controller == types.POLICY
             points = out["goal"].astype(jnp.float32) - out["collision"] - out["offroad"]
             return jnp.sum(points * controlled), trace.counted.sum()
 
-        return jax.vmap(one)(scenes, keys)
+        if cfg.gate_traffic == "self":
+            return jax.vmap(one, in_axes=(0, 0, None))(scenes, keys, None)
+        slots = jnp.arange(sim.max_agents)
+        egos = jnp.where(slots[:, None] == slots[None, :], types.POLICY, types.LOG)  # [A egos, A agents]
+        per_ego = jax.vmap(jax.vmap(one, in_axes=(None, None, 0)), in_axes=(0, 0, None))(scenes, keys, egos)
+        return jax.tree.map(lambda x: x.sum(-1), per_ego)  # [G]
 
     def gate(old_p, new_p, bank: Scenario, key: jax.Array):
         k_idx, k_env = jax.random.split(key)
