@@ -54,7 +54,9 @@ def get_config() -> ml_collections.ConfigDict:
         distill_steps=8, distill_batch=256, reg_states=4, anchor_kl=0.1, critic="keep", value_coef=0.5,
         reg_condition="recorded",  # the anchor KL's condition: recorded | deploy | both (distill.py)
         lr=1e-4, max_grad_norm=0.5,
-        student_gate=False, gate_envs=16,  # ours: keep a round's update only if the student drives no worse
-        gate_traffic="self",  # the gate's episodes: self (self-play) | log (one policy ego among log replay)
+        # Ours (BUILD_NOTES, session 11): keep a round's update only if the student drives no worse on
+        # gate_envs training scenes, each controllable agent as the one policy ego among log replay
+        # (gate_traffic "self": every agent the policy). student_gate=False is the method as published.
+        student_gate=True, gate_envs=8, gate_traffic="log",
     ))
     return c

@@ -5,7 +5,9 @@ variants listed).
     python -m launch.sweep --config=experiments/sweep_small.py --out=runs/sweep
     python -m launch.sweep --config=experiments/sweep_small.py --config.variants="('counterplay','fixed10')" ...
 
-Each variant is an experiment file plus overrides (dotted keys); runs are named VARIANT_sSEED and
+Every counterplay variant inherits experiments/counterplay.py, which has had the student gate on
+since session 11 (the tables in BUILD_NOTES from earlier sessions ran without it; cp_no_gate is that
+method). Each variant is an experiment file plus overrides (dotted keys); runs are named VARIANT_sSEED and
 land in OUT/runs/ (a finished run is not re-made: re-running the sweep resumes it). TABLE_II,
 TABLE_IV and TABLE_V name the rows of those tables (label, variant); a row whose variant was not run
 is left out. Table IV's other deployment styles (bench.deploy_styles) are benchmarked only for the
@@ -16,7 +18,9 @@ import ml_collections
 
 VARIANTS = {
     # Table I / III: the method and its baselines.
-    "counterplay": ("counterplay", {}),
+    "counterplay": ("counterplay", {}),  # with the student gate (log traffic) since session 11
+    # The method as published, without our student gate (every "counterplay" row before session 11).
+    "cp_no_gate": ("counterplay", {"counterplay.student_gate": False}),
     "ppo_continue": ("ppo_continue", {}),
     "ppo_rewind": ("ppo_rewind", {}),
     "ppo_opponent": ("ppo_opponent", {}),
@@ -47,8 +51,10 @@ VARIANTS = {
     "cp_anchor_kl": ("counterplay", {"counterplay.anchor_kl": 0.5, "counterplay.reg_states": 8}),
     # The full method with the student gate (session 11, ours): a round's update is kept only if the
     # distilled policy drives 16 training scenes (greedy, normal) no worse than before it.
-    "cp_gate": ("counterplay", {"counterplay.student_gate": True}),
-    # ... with the gate's episodes one policy ego among log-replayed traffic (8 scenes x every agent as ego).
+    "cp_gate": ("counterplay", {"counterplay.student_gate": True, "counterplay.gate_traffic": "self",
+                                "counterplay.gate_envs": 16}),
+    # ... with the gate's episodes one policy ego among log-replayed traffic (8 scenes x every agent as ego):
+    # the experiments/counterplay.py default since session 11, so the same runs as "counterplay".
     "cp_gate_log": ("counterplay", {"counterplay.student_gate": True, "counterplay.gate_traffic": "log",
                                     "counterplay.gate_envs": 8}),
     # The anchor KL under the deployment condition (session 11): the student's own (normal) behaviour is

@@ -26,7 +26,7 @@ TINY = [
     "--config.train.progress=False",
 ]
 CP = ["--config.counterplay.num_envs=2", "--config.counterplay.max_failures=4", "--config.counterplay.distill_steps=2",
-      "--config.counterplay.distill_batch=16", "--config.counterplay.reg_states=1"]
+      "--config.counterplay.distill_batch=16", "--config.counterplay.reg_states=1", "--config.counterplay.gate_envs=2"]
 PPO = ["--config.ppo.num_envs=2", "--config.ppo.rollout_steps=10", "--config.ppo.num_minibatches=2"]
 
 
