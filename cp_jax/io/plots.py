@@ -91,7 +91,7 @@ def post_training(workdir: str, png: str) -> str:
     ax[6].set(title="KL(anchor || policy) on fresh self-play rows", xlabel="budget spent (M)")
     if rows and "gate_accepted" in rows[0]:
         ax[7].plot(x, np.cumsum([r["gate_accepted"] for r in rows]), label="accepted", lw=1)
-        ax[7].plot(x, np.arange(1, len(rows) + 1), "--", label="rounds", lw=1)
+        ax[7].plot(x, np.arange(1, len(rows) + 1), "--", label="rounds logged", lw=1)
     ax[7].set(title="student gate: updates kept (cumulative)", xlabel="budget spent (M)")
     for a in ax:
         if a.get_legend_handles_labels()[0]:
