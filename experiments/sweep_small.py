@@ -60,7 +60,6 @@ VARIANTS = {
     # The anchor KL under the deployment condition (session 11): the student's own (normal) behaviour is
     # held to the anchor's on fresh self-play states, not only the recorded conditions' behaviour.
     "cp_reg_deploy": ("counterplay", {"counterplay.reg_condition": "deploy"}),
-    "cp_reg_both": ("counterplay", {"counterplay.reg_condition": "both", "counterplay.anchor_kl": 0.5}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
