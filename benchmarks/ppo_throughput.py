@@ -42,7 +42,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--minibatches", type=int, default=4)
     ap.add_argument("--capacity", type=float, default=0.5)
-    ap.add_argument("--net", default="small", choices=["small", "large"])
+    ap.add_argument("--net", default="small", choices=sorted(networks.PRESETS))
     ap.add_argument("--cache_dir", default="~/.cache/cp_jax/scenes",
                     help="procedural scene cache; empty: generate the scenes in memory (no TFDS needed)")
     ap.add_argument("--json", action="store_true")
@@ -51,7 +51,7 @@ def main():
     sim = types.SimConfig(max_agents=args.max_agents, max_road_segments=2048, max_lanes=64, obs_road=args.obs_road,
                           enable_idm=False)
     bank = procedural_bank(args.cache_dir, args.scenes, args.agents, sim)
-    net = networks.ActorCritic(networks.small() if args.net == "small" else networks.large())
+    net = networks.ActorCritic(networks.PRESETS[args.net]())
     params = types.default_params()
     if not args.json:
         print(f"{'envs':>5} | {'agent-steps/s':>13} | {'slot-steps/s':>12} | sim  fwd  learn (share) | "

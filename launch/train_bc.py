@@ -56,7 +56,7 @@ def resolve(config) -> Setup:
     sim = types.SimConfig(**config_fields(types.SimConfig, config.sim, "sim"))
     if not sim.discrete_actions:
         raise ValueError("config.sim.discrete_actions must be True (labels are indices of the action grid)")
-    presets = {"small": networks.small, "large": networks.large}
+    presets = networks.PRESETS
     if config.net.preset not in presets:
         raise ValueError(f"config.net.preset: unknown {config.net.preset!r}; known: {sorted(presets)}")
     overrides = config_fields(networks.NetConfig, config.net.overrides, "net.overrides")

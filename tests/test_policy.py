@@ -59,6 +59,7 @@ def test_shapes(obs, cfg, lead):
 def test_param_counts():
     count = lambda cfg: nets.num_params(jax.eval_shape(lambda: nets.init_params(cfg, SIM, jax.random.PRNGKey(0))))
     assert 50_000 <= count(nets.small()) <= 300_000
+    assert 4 * count(nets.small()) <= count(nets.medium()) <= 1_000_000  # the wider trunk, the same encoders
     assert 5_000_000 <= count(nets.large()) <= 7_000_000
     assert count(nets.NetConfig(condition=False)) < count(nets.NetConfig())
 
@@ -191,6 +192,8 @@ def test_validate_names_the_field():
     with pytest.raises(ValueError, match="condition"):
         nets.NetConfig(condition=1)
     hash(nets.small()), hash(nets.large())
+    assert sorted(nets.PRESETS) == ["large", "medium", "small"]
+    assert nets.PRESETS["medium"]().set_width == nets.small().set_width
 
 
 def test_distributions():

@@ -7,6 +7,7 @@ from cp_jax.policy.networks import (
     init_params,
     initial_carry,
     large,
+    medium,
     reset_carry,
     small,
     value_under,
@@ -14,6 +15,6 @@ from cp_jax.policy.networks import (
 )
 
 __all__ = [
-    "ActorCritic", "NetConfig", "distributions", "init_params", "initial_carry", "large", "networks",
+    "ActorCritic", "NetConfig", "distributions", "init_params", "initial_carry", "large", "medium", "networks",
     "reset_carry", "small", "value_under", "with_condition",
 ]

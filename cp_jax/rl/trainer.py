@@ -52,7 +52,7 @@ def config_fields(cls, section, name: str) -> dict[str, Any]:
 def resolve(config) -> Setup:
     """Static configs from an experiment ConfigDict; raises ValueError naming the bad field."""
     sim = types.SimConfig(**config_fields(types.SimConfig, config.sim, "sim"))
-    presets = {"small": networks.small, "large": networks.large}
+    presets = networks.PRESETS
     if config.net.preset not in presets:
         raise ValueError(f"config.net.preset: unknown {config.net.preset!r}; known: {sorted(presets)}")
     net = dataclasses.replace(presets[config.net.preset](),
