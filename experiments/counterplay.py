@@ -58,5 +58,6 @@ def get_config() -> ml_collections.ConfigDict:
         # gate_envs training scenes, each controllable agent as the one policy ego among log replay
         # (gate_traffic "self": every agent the policy). student_gate=False is the method as published.
         student_gate=True, gate_envs=8, gate_traffic="log",
+        ppo_coef=0.0, ppo_states=16, ppo_clip=0.2, ppo_gamma=0.98, ppo_lambda=0.95,  # the optional PPO term (off)
     ))
     return c

@@ -190,9 +190,10 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
     distillation into the deployment condition changes the parameters. The same with a snapshot
-    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups.
-    The first case runs the student gate too: under the cautious style every car of both policies
-    times out (0 points each), so the update is kept, and the gate's runs are charged."""
+    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups, with
+    the optional PPO term on (its rows from the thinned recording). The first case runs the student
+    gate too: under the cautious style every car of both policies times out (0 points each), so the
+    update is kept, and the gate's runs are charged."""
     bank, net = _bank(), networks.ActorCritic(NET)
     if groups > 1:
         bank = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x] * groups), bank), groups)
@@ -200,7 +201,7 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     cfg = CounterPlayConfig(num_envs=2, max_failures=4, record_style="cautious", root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
                             distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every, bank_groups=groups,
-                            student_gate=groups == 1, gate_envs=2)
+                            student_gate=groups == 1, gate_envs=2, ppo_coef=float(groups > 1))
     round_fn = loop.make_round(net, cfg, SIM, types.default_params())
     state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
     diag = jax.device_get(diag)
@@ -214,6 +215,9 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups):
     assert diag["distill_loss"] > 1e-6  # teacher (aggressive) and student (cautious) differ
     changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state.params, anchor)
     assert any(jax.tree.leaves(changed))
+    assert ("ppo_loss" in diag) == (cfg.ppo_coef > 0)
+    if cfg.ppo_coef > 0:
+        assert np.isfinite(diag["ppo_loss"]) and diag["ppo_loss"] != 0.0
     # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs
     # (plus, gated, 2 policies x 2 scenes x 3 cars x 20 steps).
     assert diag["round_steps"] > 0 and float(state.agent_steps) == pytest.approx(float(diag["round_steps"]))
@@ -328,3 +332,66 @@ def test_anchor_regulariser_reads_the_recorded_or_the_deployment_condition():
     assert float(totals["both"]) == pytest.approx(0.5 * float(totals["recorded"] + totals["deploy"]), rel=1e-4)
     with pytest.raises(ValueError, match="reg_condition"):
         CounterPlayConfig(reg_condition="mine")
+
+
+def test_ppo_term_samples_recorded_rows_and_pushes_actions_by_their_advantage():
+    """The optional PPO term. Recorded under normal (greedy), the keep-going cars reach their goals; with a zero
+    critic the GAE advantage at the goal step is its reward (~1) and decays by (gamma lambda)^t before it;
+    re-observing a sampled recorded state gives back the recorded log-probability (ratio 1: rows, steps
+    and actions aligned, snapshot-thinned records too). A few steps of the term alone raise the
+    probability of actions with positive advantage and lower those with negative advantage."""
+    from cp_jax.counterplay import distill
+
+    bank, net = _bank(), networks.ActorCritic(NET)
+    p = _keep_going_params()
+    cfg = CounterPlayConfig(num_envs=2, record_style="normal", greedy=True, ppo_coef=1.0, anchor_kl=0.0,
+                            value_coef=0.0)
+    for every in (1, 3):
+        c = dataclasses.replace(cfg, snapshot_every=every)
+        rec = jax.jit(lambda k, c=c: record.record(net, p, bank, k, c, types.default_params(), SIM))(
+            jax.random.PRNGKey(0))
+        goal_t = np.asarray(rec.final.goal_t)[:, :3]
+        assert (goal_t < INF_T).all()  # every car reached its goal
+        adv = np.asarray(rec.advantage)
+        for b in range(2):
+            for a in range(3):
+                t = goal_t[b, a] - 1  # the step whose transition reached the goal
+                assert adv[b, t, a] == pytest.approx(1.0, abs=0.02)
+                assert adv[b, 0, a] == pytest.approx((cfg.ppo_gamma * cfg.ppo_lambda) ** t, abs=0.02)
+        mb = jax.jit(lambda r, k: distill.sample_ppo(r, k, 8, SIM))(rec, jax.random.PRNGKey(1))
+        m = np.asarray(mb.mask)
+        assert m.sum() > 0 and not m[3::4].any()  # slot 3 is padding
+        logp = dist.log_prob(net.apply(p, mb.obs)[0], mb.action)
+        np.testing.assert_allclose(np.asarray(logp)[m], np.asarray(mb.logp)[m], atol=1e-4)
+
+    # The term alone: half the rows took keep-going with advantage +1, half braked with advantage -1.
+    sc = env.take_scenario(bank, 0)
+    obs = jax.jit(lambda k: env.observe(env.reset(sc, k, conditions.style("normal"), SIM), sc, SIM))(
+        jax.random.PRNGKey(1))
+    brake = KEEP_GOING - 2 * 13
+    action = jnp.array([KEEP_GOING, brake, KEEP_GOING, 0])
+    logp0 = dist.log_prob(net.apply(p, obs)[0], action)
+    mb = distill.PPOBatch(obs=obs, action=action, logp=logp0, advantage=jnp.array([1.0, -1.0, 1.0, 0.0]),
+                          mask=jnp.array([True, True, True, False]))
+    empty = distill.Buffer(obs=obs, action=action, teacher_cond=obs.cond, student_cond=obs.cond,
+                           weight=jnp.zeros(4))
+    grad = jax.value_and_grad(distill.make_loss(net, cfg), has_aux=True)
+    opt = distill.make_optimizer(dataclasses.replace(cfg, lr=1e-2))
+
+    @jax.jit
+    def train(params):
+        def one(c, _):
+            q, o = c
+            (_, stats), g = grad(q, p, p, empty, obs, obs.road_mask[:, 0], mb)
+            updates, o = opt.update(g, o, q)
+            return (jax.tree.map(jnp.add, q, updates), o), stats
+
+        (q, _), stats = jax.lax.scan(one, (params, opt.init(params)), None, length=3)
+        return q, jax.tree.map(lambda x: x[-1], stats)
+
+    params, stats = train(p)
+    logp1 = np.asarray(dist.log_prob(net.apply(params, obs)[0], action))
+    assert logp1[0] > logp0[0] and logp1[2] > logp0[2] and logp1[1] < logp0[1]
+    assert float(stats["ppo_loss"]) != 0.0
+    with pytest.raises(ValueError, match="ppo_coef"):
+        CounterPlayConfig(ppo_coef=-1.0)

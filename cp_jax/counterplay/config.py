@@ -77,6 +77,16 @@ class CounterPlayConfig:
     value_coef: float = 0.5
     lr: float = 1e-4
     max_grad_norm: float = 0.5
+    # The optional PPO term (DESIGN section 6): + ppo_coef x PPO's clipped surrogate on ppo_states recorded
+    # states per gradient step (every POLICY agent's row under its recorded condition; the executed action
+    # and its log-probability under the recording policy; GAE advantages over the recorded episode from
+    # the critic, bootstrapped at the time limit). No extra simulation: the record is already charged.
+    # 0: off (the published method).
+    ppo_coef: float = 0.0
+    ppo_states: int = 16
+    ppo_clip: float = 0.2
+    ppo_gamma: float = 0.98
+    ppo_lambda: float = 0.95
     # Student gate (ours, cp_jax/counterplay/gate.py): after distilling, old and new policy drive the
     # same gate_envs random training scenes greedily under the deployment condition; the update is kept
     # only if goals - collisions - off-road exits do not fall. Its agent-steps count in the budget.
@@ -97,7 +107,7 @@ class CounterPlayConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"CounterPlayConfig.{name}: unknown {getattr(self, name)!r}; use {'|'.join(allowed)}")
         for name in ("num_envs", "max_failures", "window", "samples_per_style", "distill_steps", "distill_batch",
-                     "reg_states", "snapshot_every", "bank_groups", "gate_envs"):
+                     "reg_states", "snapshot_every", "bank_groups", "gate_envs", "ppo_states"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"CounterPlayConfig.{name} must be a positive int, got {value!r}")
@@ -116,9 +126,14 @@ class CounterPlayConfig:
             conditions.style(name)  # raises for an unknown style
         if self.record_style:
             conditions.style(self.record_style)
-        for name in ("anchor_kl", "value_coef"):
+        for name in ("anchor_kl", "value_coef", "ppo_coef"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"CounterPlayConfig.{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("ppo_gamma", "ppo_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"CounterPlayConfig.{name} must be in [0, 1], got {getattr(self, name)!r}")
+        if not self.ppo_clip > 0:
+            raise ValueError(f"CounterPlayConfig.ppo_clip must be > 0, got {self.ppo_clip!r}")
         if self.method == "style_distill" and self.target != "kl":
             raise ValueError("CounterPlayConfig.target must be 'kl' for style_distill (no executed actions to copy)")
         if not self.lr > 0 or not self.max_grad_norm > 0:

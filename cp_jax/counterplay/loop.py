@@ -4,7 +4,8 @@
     round_fn = make_round(net, cfg, sim, params)        # jitted; bank and anchor are arguments
     state, diag = round_fn(state, anchor_params, bank)   # until state.agent_steps reaches the budget
 
-A "counterplay" round: record -> failures -> backtrack -> branch -> verify (-> re-run) -> distill.
+A "counterplay" round: record -> failures -> backtrack -> branch -> verify (-> re-run) -> distill
+(+ the optional PPO term on the recorded episodes).
 A "style_distill" round (the aggressive / cautious distillation baselines): record -> distill the
 anchor under cfg.teacher_style into the deployment condition on the recorded states.
 Every POLICY agent-step simulated (records, branches, re-runs) is added to state.agent_steps.
@@ -158,7 +159,11 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
             else:
                 mb = distill.draw(buf, k_mb, cfg.distill_batch)
             reg_obs, reg_mask = distill.sample_rows(rec.states, rec.scenes, k_reg, cfg.reg_states, sim)
-            (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, teacher_p, anchor_p, mb, reg_obs, reg_mask)
+            ppo_mb = None
+            if cfg.ppo_coef > 0:  # the optional PPO term on recorded rows (its own key: other streams unchanged)
+                ppo_mb = distill.sample_ppo(rec, jax.random.fold_in(k, 2), cfg.ppo_states, sim)
+            (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, teacher_p, anchor_p, mb, reg_obs, reg_mask,
+                                                                          ppo_mb)
             updates, o = optimizer.update(grads, o, p)
             stats["grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(p, updates), o), stats

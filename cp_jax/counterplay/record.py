@@ -1,6 +1,7 @@
 """Record self-play episodes with per-step snapshots and critic values; find and pick failures.
 
     rec = record(net, net_params, bank, key, cfg, params, sim)       # B episodes, every step kept
+                                                                     # (+ PPO samples if cfg.ppo_coef > 0)
     fails = find_failures(rec, cfg, sim)                             # per-agent failure kinds [B, A]
     picked = pick_failures(fails, key, cfg.max_failures)             # F (env, agent) pairs to repair
 """
@@ -14,6 +15,7 @@ from flax import struct
 from cp_jax.counterplay.config import FAILURE_KINDS, CounterPlayConfig
 from cp_jax.counterplay.selfplay import drive
 from cp_jax.policy import networks
+from cp_jax.rl import ppo
 from cp_jax.sim import conditions, env, types
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimParams, SimState
 
@@ -34,6 +36,11 @@ class Recording:
     final: SimState  # [B, ...] after the last step
     controlled: jax.Array  # [B, A] bool: POLICY-driven at the start (the tasks)
     agent_steps: jax.Array  # [] float: POLICY agent-steps simulated
+    # With cfg.ppo_coef > 0 (the optional PPO term), per step [B, T, A]: the executed action, its
+    # log-probability under the recording policy, and its GAE advantage under the agent's own condition.
+    action: jax.Array | None = None
+    logp: jax.Array | None = None
+    advantage: jax.Array | None = None
 
 
 @struct.dataclass
@@ -81,17 +88,29 @@ def record(
     value_conds = {"own": None, "deploy": conditions.style(cfg.deploy_style)[None],
                    "best_style": jnp.asarray(cfg.style_matrix())}[cfg.root_value]
 
+    ppo_on = cfg.ppo_coef > 0
+
     def one(scenario, k, c):
         s0 = env.reset(scenario, k, c, sim)
         final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps, keep_states=True,
                              keep_values=True, value_conds=value_conds, greedy=cfg.greedy,
-                             keep_every=cfg.snapshot_every, keep_alive=True)
+                             keep_every=cfg.snapshot_every, keep_alive=True, keep_transitions=ppo_on)
         value = trace.value if value_conds is None else trace.value_under.max(-1)
-        return trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum()
+        transitions = None
+        if ppo_on:  # GAE under each agent's own condition; agents alive at the time limit bootstrap
+            last = net.apply(net_params, env.observe(final, scenario, sim))[1]  # [A]
+            never = jnp.zeros_like(trace.terminated)
+            adv, _ = ppo.gae(trace.reward, trace.value, trace.terminated, never, trace.value, last,
+                             cfg.ppo_gamma, cfg.ppo_lambda)
+            transitions = (trace.action, trace.logp, adv)
+        return (trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum(),
+                transitions)
 
-    states, alive, value, final, controlled, steps = jax.vmap(one)(scenes, jax.random.split(k_env, cfg.num_envs), cond)
+    states, alive, value, final, controlled, steps, transitions = jax.vmap(one)(
+        scenes, jax.random.split(k_env, cfg.num_envs), cond)
+    action, logp, advantage = transitions if ppo_on else (None, None, None)
     return Recording(scene_idx=idx, scenes=scenes, states=states, alive=alive, value=value, final=final,
-                     controlled=controlled, agent_steps=steps.sum())
+                     controlled=controlled, agent_steps=steps.sum(), action=action, logp=logp, advantage=advantage)
 
 
 def find_failures(rec: Recording, cfg: CounterPlayConfig, sim: SimConfig) -> Failures:

@@ -30,6 +30,10 @@ class Trace:
     row_obs: Obs | None = None  # [N, ...] the observation of agent `row`
     row_action: jax.Array | None = None  # [N] its action
     row_acting: jax.Array | None = None  # [N] bool: it was alive and the episode running (the sample is real)
+    action: jax.Array | None = None  # [N, A] every agent's action (keep_transitions)
+    logp: jax.Array | None = None  # [N, A] its log-probability under the driving policy
+    reward: jax.Array | None = None  # [N, A] the step's reward under each agent's condition (0 once over)
+    terminated: jax.Array | None = None  # [N, A] bool: removed by this step's goal / collision / off-road
 
 
 def drive(
@@ -48,6 +52,7 @@ def drive(
     stop_t: jax.Array | None = None,
     keep_every: int = 1,
     keep_alive: bool = False,
+    keep_transitions: bool = False,
 ) -> tuple[SimState, Trace]:
     """Run num_steps (static) of observe -> policy -> step from `state` (one scene, unbatched).
 
@@ -55,7 +60,8 @@ def drive(
     from different roots share one static length). row [] int: also keep that agent's observation,
     action and acting mask. keep_every k > 1 (with keep_states): Trace.state holds only the state
     before every k-th step [ceil(num_steps / k), ...]; the run is then rounded up to whole chunks of
-    k steps, so num_steps must reach the episode's end (the extra steps are frozen).
+    k steps, so num_steps must reach the episode's end (the extra steps are frozen). keep_transitions:
+    also every agent's action, its log-probability, reward and termination (PPO's samples).
     Returns (final state, Trace [num_steps]). Feed-forward policies only (an LSTM's memory would
     have to be part of the snapshot)."""
     if net.cfg.lstm:
@@ -71,7 +77,7 @@ def drive(
         obs = env.observe(s, scenario, sim)
         logits, value, _ = net.apply(net_params, obs)
         action = dist.greedy(logits) if greedy else dist.sample(k_act, logits)
-        nxt, _ = env.step(s, action, scenario, params, sim)
+        nxt, out = env.step(s, action, scenario, params, sim)
         nxt = jax.tree.map(lambda new, old: jnp.where(running, new, old), nxt, snapshot)
         policy_alive = s.alive & (s.controller == types.POLICY)
         trace = Trace(
@@ -84,6 +90,10 @@ def drive(
             row_obs=None if row is None else jax.tree.map(lambda x: x[row], obs),
             row_action=None if row is None else action[row],
             row_acting=None if row is None else running & s.alive[row],
+            action=action if keep_transitions else None,
+            logp=dist.log_prob(logits, action) if keep_transitions else None,
+            reward=jnp.where(running, out.reward, 0.0) if keep_transitions else None,
+            terminated=running & out.terminated if keep_transitions else None,
         )
         return nxt, trace
 

@@ -327,6 +327,22 @@ def gae(reward, value, terminated, truncated, boot_value, last_value, gamma: flo
     return adv, adv + value
 
 
+def clipped_surrogate(logp, old_logp, adv, w, clip_eps: float, norm_adv: bool = True):
+    """PPO's clipped policy loss over samples [N] with weights w [N] summing to 1 (or 0 for none).
+
+    Returns (loss [], approximate KL [], clip fraction []). norm_adv: advantages standardised with
+    the same weights first."""
+    log_ratio = logp - old_logp
+    ratio = jnp.exp(log_ratio)
+    if norm_adv:
+        mean = jnp.sum(adv * w)
+        std = jnp.sqrt(jnp.sum(w * (adv - mean) ** 2) + 1e-8)
+        adv = (adv - mean) / std
+    pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * adv)
+    return (jnp.sum(w * pg), jnp.sum(w * ((ratio - 1.0) - log_ratio)),
+            jnp.sum(w * (jnp.abs(ratio - 1.0) > clip_eps)))
+
+
 OUTCOME_KEYS = tuple(metrics.OUTCOMES)
 
 
@@ -456,19 +472,13 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
 
     def loss_fn(p, mb: Batch, adv, ret, weight, human=None):
         logits, value, _ = net.apply(p, mb.obs, mb.carry)
-        logp = dist.log_prob(logits, mb.action)
-        log_ratio = logp - mb.logp
-        ratio = jnp.exp(log_ratio)
         w = weight / jnp.maximum(weight.sum(), 1.0)
-        if cfg.norm_adv:
-            mean = jnp.sum(adv * w)
-            std = jnp.sqrt(jnp.sum(w * (adv - mean) ** 2) + 1e-8)
-            adv = (adv - mean) / std
-        pg = -jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
+        pg_loss, approx_kl, clip_frac = clipped_surrogate(dist.log_prob(logits, mb.action), mb.logp, adv, w,
+                                                          cfg.clip_eps, cfg.norm_adv)
         v_clip = mb.value + jnp.clip(value - mb.value, -cfg.clip_eps, cfg.clip_eps)
         v_loss = 0.5 * jnp.maximum((value - ret) ** 2, (v_clip - ret) ** 2)
         ent = dist.entropy(logits)
-        pg_loss, v_loss, ent = jnp.sum(w * pg), jnp.sum(w * v_loss), jnp.sum(w * ent)
+        v_loss, ent = jnp.sum(w * v_loss), jnp.sum(w * ent)
         total = pg_loss + cfg.vf_coef * v_loss - cfg.ent_coef * ent
         bc_stats = {}
         if human is not None:  # (obs [M], action [M], weight [M]) of logged driving
@@ -477,9 +487,7 @@ def make_update(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, param
             total = total + cfg.bc_coef * nll
             bc_stats = dict(human_nll=nll)
         stats = dict(**bc_stats,
-            policy_loss=pg_loss, value_loss=v_loss, entropy=ent,
-            approx_kl=jnp.sum(w * ((ratio - 1.0) - log_ratio)),
-            clip_frac=jnp.sum(w * (jnp.abs(ratio - 1.0) > cfg.clip_eps)),
+            policy_loss=pg_loss, value_loss=v_loss, entropy=ent, approx_kl=approx_kl, clip_frac=clip_frac,
         )
         return total, stats
 
