@@ -60,6 +60,10 @@ VARIANTS = {
     # The anchor KL under the deployment condition (session 11): the student's own (normal) behaviour is
     # held to the anchor's on fresh self-play states, not only the recorded conditions' behaviour.
     "cp_reg_deploy": ("counterplay", {"counterplay.reg_condition": "deploy"}),
+    # The optional PPO term on the recorded episodes (session 12): no extra simulation; 32 steps a round
+    # on 64 recorded states (~1.5 passes over a round's record), the distillation's steps alike.
+    "cp_ppo": ("counterplay", {"counterplay.ppo_coef": 1.0, "counterplay.ppo_states": 64,
+                               "counterplay.distill_steps": 32}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
