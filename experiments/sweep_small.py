@@ -64,6 +64,8 @@ VARIANTS = {
     # on 64 recorded states (~1.5 passes over a round's record), the distillation's steps alike.
     "cp_ppo": ("counterplay", {"counterplay.ppo_coef": 1.0, "counterplay.ppo_states": 64,
                                "counterplay.distill_steps": 32}),
+    # ... at the default 8 steps a round (the PPO term's share of the optimisation is then a quarter).
+    "cp_ppo8": ("counterplay", {"counterplay.ppo_coef": 1.0, "counterplay.ppo_states": 64}),
     # Timeout-focused CounterPlay (issue #6's timeout-repair bar): every searched failure a timeout.
     "cp_timeouts": ("counterplay", {"counterplay.failure_kinds": ("timeout",)}),
     # The deployed policy's own failures: records and branches with greedy actions, every recorded agent
