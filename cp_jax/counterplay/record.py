@@ -99,8 +99,9 @@ def record(
         transitions = None
         if ppo_on:  # GAE under each agent's own condition; agents alive at the time limit bootstrap
             last = net.apply(net_params, env.observe(final, scenario, sim))[1]  # [A]
+            # No env restarts inside a record: nothing is truncated mid-scan, so boot_value is never read.
             never = jnp.zeros_like(trace.terminated)
-            adv, _ = ppo.gae(trace.reward, trace.value, trace.terminated, never, trace.value, last,
+            adv, _ = ppo.gae(trace.reward, trace.value, trace.terminated, never, jnp.zeros_like(trace.value), last,
                              cfg.ppo_gamma, cfg.ppo_lambda)
             transitions = (trace.action, trace.logp, adv)
         return (trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum(),
