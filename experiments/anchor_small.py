@@ -40,7 +40,10 @@ def get_config() -> ml_collections.ConfigDict:
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
         progress_per_m=0.0,  # training-only shaping: reward per metre of progress towards the goal (ppo.PPOConfig)
+        log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
+        bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
     ))
+    c.human = ml_collections.ConfigDict(dict(batch=256, stride=4))  # bc_coef's logged samples per update; every 4th
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1200,  # sets the learning-rate schedule too
         log_every=5,  # updates between metric lines

@@ -6,10 +6,12 @@ tracking through the simulator's own actuator and bicycle (cp_jax/rl/bc.py). It 
 
     python -m launch.train_bc --config=experiments/bc_small.py --workdir=runs/bc_small
     python -m launch.train_bc --config=experiments/bc_small.py --config.scenes.real=DIR --workdir=...
+    # an anchor-shaped (conditioned) clone for train_anchor's config.init_from:
+    python -m launch.train_bc --config=experiments/bc_small.py --config.net.overrides.condition=True --workdir=...
 
 Scenes, SimConfig and network preset are experiments/anchor_small.py's (the same cached banks; the
 benchmark loads the result like any saved policy); the network has no condition branch, like
-experiments/ppo_small.py. Fields: seed; scenes; sim; net; bc (cp_jax.rl.bc.BCConfig fields); train.
+experiments/ppo_small.py, unless net.overrides.condition is set. Fields: seed; scenes; sim; net; bc (cp_jax.rl.bc.BCConfig fields); train.
 """
 
 import ml_collections
@@ -23,7 +25,8 @@ def get_config() -> ml_collections.ConfigDict:
     c.seed = 0
     c.scenes = base.scenes  # train 112 (seeds 0-111), held-out 28 (seeds 100000+), optional real cache
     c.sim = base.sim
-    c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
+    # condition=True: an anchor-shaped network (condition slot = bc.style) that train_anchor can start from
+    c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict(dict(condition=False))))
     c.bc = ml_collections.ConfigDict(dict(
         horizon=8, factored=True, w_yaw=4.0, w_speed=0.25, w_smooth=1e-3, max_track_error=5.0, style="normal",
         noisy_passes=1, noise_prob=0.05, noise_steps=10, noise_max=2,

@@ -8,7 +8,9 @@ read or built (the anchors' cached banks) and labelled and observed (cp_jax.rl.b
 tracking, optional noisy recovery passes); a converted real-scene cache (launch.build_scenes, any
 object / road slot counts, obs_road >= the training one; see `real_config`) is labelled with its own
 sizes and its samples join the training set. The network (the small preset without a condition
-branch) is fitted with cross-entropy for bc.epochs epochs. The workdir gets run_info.json,
+branch; with `--config.net.overrides.condition=True` the anchor's conditioned network, its condition
+slot set to bc.style, which `launch.train_anchor --config.init_from=WORKDIR/policy` can start from)
+is fitted with cross-entropy for bc.epochs epochs. The workdir gets run_info.json,
 labels.json (sample counts, label-tracking errors vs the logs), metrics.jsonl + tb/ (loss and
 accuracies per epoch, train and held-out), eval.json (greedy closed-loop self-play on the held-out
 scenes, every controllable agent driven by the policy) and the policy in workdir/policy
@@ -60,9 +62,8 @@ def resolve(config) -> Setup:
     if config.net.preset not in presets:
         raise ValueError(f"config.net.preset: unknown {config.net.preset!r}; known: {sorted(presets)}")
     overrides = config_fields(networks.NetConfig, config.net.overrides, "net.overrides")
-    if overrides.get("condition", False):
-        raise ValueError("config.net.overrides.condition: the BC policy is non-conditioned (condition=False)")
-    net = dataclasses.replace(presets[config.net.preset](), **overrides, condition=False)
+    overrides.setdefault("condition", False)  # True: an anchor-shaped network (its condition slot: bc.style)
+    net = dataclasses.replace(presets[config.net.preset](), **overrides)
     if net.lstm:
         raise ValueError("config.net.overrides.lstm: behaviour cloning trains feed-forward networks only (lstm=0)")
     fields = config_fields(bc_lib.BCConfig, config.bc, "bc")

@@ -158,6 +158,9 @@ def test_config_is_validated_naming_the_field():
 
     setup = train_bc.resolve(bc_small.get_config())
     assert not setup.net.condition and setup.net == dataclasses.replace(networks.small(), condition=False)
+    c = bc_small.get_config()
+    c.net.overrides.condition = True  # an anchor-shaped clone (train_anchor's init_from)
+    assert train_bc.resolve(c).net == networks.small()
     bad = [("horizon", 0), ("noise_prob", 2.0), ("lr_schedule", "step"), ("style", "sporty"), ("w_smooth", -1.0)]
     for field, value in bad:
         c = bc_small.get_config()

@@ -264,6 +264,23 @@ def test_opponents_act_from_their_own_parameters_and_stay_out_of_the_loss():
         ppo.make_update(net, cfg, SIM, types.default_params())(runner, bank)
 
 
+def test_log_replay_share_follows_its_logs_and_stays_out_of_the_loss():
+    """Mixed traffic (log_frac): LOG agents replay their logs whatever the policy does, never samples."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    cfg = _cfg(log_frac=0.5, rollout_steps=4)
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    state, *_, batch = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes)
+    ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
+    driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)  # envs without one restart at once
+    logged = (ctrl == types.LOG) & eligible & driven
+    assert logged.any()
+    assert not np.any(np.asarray(batch.valid)[:, logged])
+    np.testing.assert_allclose(np.asarray(state.xy)[logged], np.asarray(scenes.log_xy[:, :, 4])[logged], atol=1e-4)
+    with pytest.raises(ValueError, match="log_frac"):
+        _cfg(log_frac=0.6, opponent_frac=0.5).validate(SIM)
+
+
 def test_human_regularisation_pulls_the_policy_to_logged_actions():
     """SPICED-style: with bc_coef > 0 the update also lowers the NLL of the logged actions it is given."""
     bank, net = _bank(), networks.ActorCritic(NET)

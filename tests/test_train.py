@@ -108,3 +108,18 @@ def test_bad_config_fails_before_any_work(tmp_path):
                        timeout=300)
     assert r.returncode != 0 and "sample_capacity" in r.stderr
     assert not (tmp_path / "w").exists()  # nothing generated or written
+
+
+def test_human_regularisation_settings_are_validated():
+    from experiments import anchor_small
+
+    c = anchor_small.get_config()
+    c.ppo.bc_coef = 0.1
+    assert trainer.resolve(c).ppo.bc_coef == 0.1
+    c.human.batch = 0
+    with pytest.raises(ValueError, match="config.human.batch"):
+        trainer.resolve(c)
+    c = anchor_small.get_config()
+    c.ppo.bc_coef, c.ppo.bank_groups, c.ppo.num_envs = 0.1, 2, 32
+    with pytest.raises(ValueError, match="config.ppo.bc_coef"):
+        trainer.resolve(c)

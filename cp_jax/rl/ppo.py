@@ -93,6 +93,10 @@ class PPOConfig:
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
     opponent_frac: float = 0.0
+    # Mixed traffic: share of the eligible agents (per episode) that replay their logs (controller LOG)
+    # instead of being driven by the policy, excluded from every loss and statistic; the policy then also
+    # meets non-reactive traffic, as the benchmark's Expert regime and GPUDrive's log-replay partners.
+    log_frac: float = 0.0
     # SPICED-style human regularisation: + bc_coef x NLL of logged (tracked) actions on a batch
     # passed to `update` (cp_jax.rl.bc labels), in every minibatch step.
     bc_coef: float = 0.0
@@ -130,6 +134,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.bc_coef must be >= 0, got {self.bc_coef}")
         if not 0.0 <= self.opponent_frac < 1.0:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
+        if not (0.0 <= self.log_frac and self.opponent_frac + self.log_frac < 1.0):
+            raise ValueError(f"PPOConfig.log_frac must be >= 0 with opponent_frac + log_frac < 1, got {self.log_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
@@ -212,13 +218,20 @@ def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) ->
     return jnp.broadcast_to(conditions.style(cfg.fixed_style), (*shape, types.COND_DIM))
 
 
+def mixed_traffic(cfg: PPOConfig) -> bool:
+    """Whether episodes draw per-agent controllers (opponents or log replay) instead of all POLICY."""
+    return cfg.opponent_frac > 0.0 or cfg.log_frac > 0.0
+
+
 def episode_controllers(key: jax.Array, cfg: PPOConfig, sim: SimConfig) -> jax.Array | None:
     """[B, A] controller ids for fresh episodes: OTHER_POLICY for a share cfg.opponent_frac of the
-    agents, POLICY for the rest; None (everyone POLICY, no key used) without opponents."""
-    if cfg.opponent_frac <= 0.0:
+    agents, LOG for a share cfg.log_frac, POLICY for the rest; None (everyone POLICY, no key used)
+    without either."""
+    if not mixed_traffic(cfg):
         return None
-    shape = (cfg.num_envs, sim.max_agents)
-    return jnp.where(jax.random.uniform(key, shape) < cfg.opponent_frac, types.OTHER_POLICY, types.POLICY)
+    u = jax.random.uniform(key, (cfg.num_envs, sim.max_agents))
+    other = jnp.where(u < cfg.opponent_frac + cfg.log_frac, types.LOG, types.POLICY)
+    return jnp.where(u < cfg.opponent_frac, types.OTHER_POLICY, other)
 
 
 def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller, sim: SimConfig) -> SimState:
@@ -240,7 +253,7 @@ def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
     idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, env.bank_size(bank, cfg.bank_groups))
     cond = sample_conditions(k_cond, (cfg.num_envs, sim.max_agents), cfg)
     controller = None
-    if cfg.opponent_frac > 0.0:
+    if mixed_traffic(cfg):
         k_env, k_ctrl = jax.random.split(k_env)
         controller = episode_controllers(k_ctrl, cfg, sim)
     keys = jax.random.split(k_env, cfg.num_envs)
@@ -358,7 +371,7 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
         k_cond, k_env = jax.random.split(key)
         cond = sample_conditions(k_cond, shape, cfg)
         controller = None
-        if cfg.opponent_frac > 0.0:
+        if mixed_traffic(cfg):
             k_env, k_ctrl = jax.random.split(k_env)
             controller = episode_controllers(k_ctrl, cfg, sim)
         fresh = _reset_batch(scenes, jax.random.split(k_env, cfg.num_envs), cond, controller, sim)

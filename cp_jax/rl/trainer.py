@@ -25,7 +25,7 @@ from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import networks, saved
-from cp_jax.rl import ppo
+from cp_jax.rl import ppo, spiced
 from cp_jax.sim import conditions, types
 
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT_UPDATE"  # tests only: SIGKILL this process right after that update
@@ -74,6 +74,13 @@ def resolve(config) -> Setup:
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     check_groups(ppo_cfg.bank_groups, mesh, config.scenes.train, "config.ppo.bank_groups")
+    if ppo_cfg.bc_coef > 0.0:  # human-regularised (HR-PPO / SPICED-style) training: logged actions of the train bank
+        if ppo_cfg.bank_groups > 1:
+            raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 (the logged batch is drawn "
+                             "from the whole training bank)")
+        human = config.get("human")
+        if human is None or human.batch < 1 or human.stride < 1:
+            raise ValueError("config.ppo.bc_coef > 0 needs config.human.batch >= 1 and config.human.stride >= 1")
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
@@ -215,7 +222,12 @@ def train(config, workdir: str) -> dict[str, Any]:
     if primary:
         truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
 
-    update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
+    if setup.ppo.bc_coef > 0.0:  # + bc_coef x NLL of the bank's logged (tracked) actions, normal style
+        human = spiced.human_data(train_bank, params, setup.sim, jax.random.PRNGKey(config.seed), config.human.stride)
+        logging.info("human regularisation: %d logged samples", int(human.action.shape[0]))
+        update = spiced.make_step(net, setup.ppo, setup.sim, params, human, config.human.batch, mesh=mesh)
+    else:
+        update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
     total = config.train.total_updates
     bar = Progress(total, "updates", initial=start, disable=not config.train.progress)
     t_last, steps_last, pending = time.perf_counter(), float(runner.agent_steps), []
