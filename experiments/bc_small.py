@@ -11,7 +11,8 @@ tracking through the simulator's own actuator and bicycle (cp_jax/rl/bc.py). It 
 
 Scenes, SimConfig and network preset are experiments/anchor_small.py's (the same cached banks; the
 benchmark loads the result like any saved policy); the network has no condition branch, like
-experiments/ppo_small.py, unless net.overrides.condition is set. Fields: seed; scenes; sim; net; bc (cp_jax.rl.bc.BCConfig fields); train.
+experiments/ppo_small.py, unless net.overrides.condition is set. Fields: seed; scenes; sim; net;
+bc (cp_jax.rl.bc.BCConfig fields); train.
 """
 
 import ml_collections
