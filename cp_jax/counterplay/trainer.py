@@ -96,8 +96,8 @@ def resolve(config) -> Setup:
             raise ValueError("config.opponent.pool_size and pool_every must be >= 1")
         if (config.method == "spiced") != (ppo_cfg.bc_coef > 0):
             raise ValueError("config.ppo.bc_coef: > 0 for spiced (and only for it)")
-        if config.method == "spiced" and (config.human.batch < 1 or config.human.stride < 1):
-            raise ValueError("config.human.batch and config.human.stride must be >= 1")
+        if config.method == "spiced":
+            spiced.check_config(config.human)
     if config.method == "ppo_rewind" or config.method not in PPO_METHODS:
         fields = config_fields(CounterPlayConfig, config.counterplay, "counterplay")
         if config.method.endswith("_distill"):
@@ -147,9 +147,7 @@ def _ppo_method(setup: Setup, config, bank, params, key):
     if setup.method == "ppo_opponent":
         return (opponent.init(runner, config.opponent.pool_size),
                 opponent.make_step(anchor.net, cfg, sim, params, config.opponent.pool_every, mesh=mesh))
-    human = spiced.human_data(bank, params, sim, jax.random.PRNGKey(config.seed), config.human.stride)
-    logging.info("spiced: %d logged samples", int(human.action.shape[0]))
-    return runner, spiced.make_step(anchor.net, cfg, sim, params, human, config.human.batch, mesh=mesh)
+    return runner, spiced.step_from_config(anchor.net, cfg, sim, params, bank, config.human, config.seed, mesh=mesh)
 
 
 def post_train(config, workdir: str) -> dict[str, Any]:

@@ -15,6 +15,7 @@ to the budget.
 from __future__ import annotations
 
 import jax
+from absl import logging
 
 from cp_jax.policy import networks
 from cp_jax.rl import bc, ppo
@@ -49,3 +50,17 @@ def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, par
         return update(runner, bank, human=draw(runner))
 
     return step
+
+
+def check_config(human) -> None:
+    """Validate an experiment's `human` section (batch, stride); raises ValueError naming the fields."""
+    if human is None or human.batch < 1 or human.stride < 1:
+        raise ValueError("config.human.batch and config.human.stride must be >= 1")
+
+
+def step_from_config(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams,
+                     bank: Scenario, human, seed: int, mesh=None):
+    """`make_step` on the bank's tracked log actions (every human.stride-th, human.batch per update)."""
+    data = human_data(bank, params, sim, jax.random.PRNGKey(seed), human.stride)
+    logging.info("human regularisation: %d logged samples", int(data.action.shape[0]))
+    return make_step(net, cfg, sim, params, data, human.batch, mesh=mesh)

@@ -78,9 +78,7 @@ def resolve(config) -> Setup:
         if ppo_cfg.bank_groups > 1:
             raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 (the logged batch is drawn "
                              "from the whole training bank)")
-        human = config.get("human")
-        if human is None or human.batch < 1 or human.stride < 1:
-            raise ValueError("config.ppo.bc_coef > 0 needs config.human.batch >= 1 and config.human.stride >= 1")
+        spiced.check_config(config.get("human"))
     if config.scenes.eval and abs(config.scenes.eval_seed - config.scenes.train_seed) < config.scenes.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     if config.scenes.real and not os.path.exists(os.path.join(config.scenes.real, "sim_config.json")):
@@ -223,9 +221,8 @@ def train(config, workdir: str) -> dict[str, Any]:
         truncate_jsonl(os.path.join(workdir, "eval.jsonl"), "update", start if restored is not None else -1)
 
     if setup.ppo.bc_coef > 0.0:  # + bc_coef x NLL of the bank's logged (tracked) actions, normal style
-        human = spiced.human_data(train_bank, params, setup.sim, jax.random.PRNGKey(config.seed), config.human.stride)
-        logging.info("human regularisation: %d logged samples", int(human.action.shape[0]))
-        update = spiced.make_step(net, setup.ppo, setup.sim, params, human, config.human.batch, mesh=mesh)
+        update = spiced.step_from_config(net, setup.ppo, setup.sim, params, train_bank, config.human, config.seed,
+                                         mesh=mesh)
     else:
         update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
     total = config.train.total_updates
