@@ -23,6 +23,10 @@ def base(method: str) -> ml_collections.ConfigDict:
     # the anchor's own training transitions (read from ANCHOR/eval.json), or budget_steps if > 0.
     c.budget_frac = 0.05
     c.budget_steps = 0
+    # When the last round runs (cp_jax.counterplay.trainer.keep_going): "closest" ends nearest the
+    # budget at the mean round cost so far; "under" never plans past it; "over" (sessions 1-13) runs
+    # until it is reached, so a method with large rounds (CounterPlay) overshoots by up to one round.
+    c.budget_stop = "closest"
     anchor_scenes = anchor_small.get_config().scenes
     c.scenes = ml_collections.ConfigDict(dict(
         train=anchor_scenes.train, train_seed=anchor_scenes.train_seed,  # the anchor's training scenes

@@ -59,7 +59,7 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     tests/test_parallel.py checks that the groups stay on their devices)."""
     cache = tmp_path / "cache"
     a, b = tmp_path / "a", tmp_path / "b"
-    cp = [*CP, "--config.counterplay.bank_groups=2"]
+    cp = [*CP, "--config.counterplay.bank_groups=2", "--config.budget_steps=16000"]  # >= 4 rounds (the kill is at 3)
     r = _run("counterplay", a, anchor, cache, cp)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 training scenes (this process's of 2 groups)" in r.stderr
@@ -68,8 +68,9 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
         assert (a / name).exists(), name
     summary = json.loads((a / "post_train.json").read_text())
     rounds = summary["rounds"]
-    assert rounds >= 3 and summary["agent_steps"] >= 8000  # rounds until the budget is spent
     rows = _metrics(a)
+    # budget_stop "closest": the last round ends within half a (mean) round of the budget.
+    assert rounds >= 4 and abs(summary["agent_steps"] - 16000) <= summary["agent_steps"] / rounds / 2 + 1
     assert len(rows) == rounds and rows[-1]["agent_steps"] == summary["agent_steps"]
     wanted = {"picked", "repaired", "root_back", "passed_aggressive", "verified_normal", "distilled_samples"}
     assert wanted <= set(rows[0])
@@ -94,9 +95,21 @@ def test_ppo_continue_spends_the_same_budget_and_changes_the_policy(tmp_path, an
     r = _run(experiment, work, anchor, tmp_path / "cache", PPO)
     assert r.returncode == 0, r.stderr[-3000:]
     summary = json.loads((work / "post_train.json").read_text())
-    assert summary["method"] == experiment and summary["agent_steps"] >= 8000
+    assert summary["method"] == experiment and abs(summary["agent_steps"] - 8000) <= summary["agent_steps"] / 2
     before, after = saved.load(str(anchor)).params, saved.load(str(work / "policy")).params
     assert any(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), before, after)))
+
+
+@pytest.mark.parametrize("budget, rule, rounds", [
+    (1000, "over", 4), (1000, "closest", 3), (1000, "under", 3),  # rounds of 300: stop at 900 or 1200
+    (1100, "over", 4), (1100, "closest", 4), (1100, "under", 3),
+    (1200, "under", 4), (200, "under", 1), (200, "closest", 1),  # the first round always runs
+])
+def test_keep_going_ends_each_method_where_its_rule_says(budget, rule, rounds):
+    spent, done = 0.0, 0
+    while trainer.keep_going(spent, done, budget, rule):
+        spent, done = spent + 300.0, done + 1
+    assert done == rounds
 
 
 def test_bad_config_fails_before_any_work(tmp_path, anchor):
@@ -106,6 +119,8 @@ def test_bad_config_fails_before_any_work(tmp_path, anchor):
     assert r.returncode != 0 and "net_config.json" in r.stderr
     r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.method=ppo_forever"])
     assert r.returncode != 0 and "config.method" in r.stderr
+    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.budget_stop=never"])
+    assert r.returncode != 0 and "config.budget_stop" in r.stderr
     r = _run("ppo_rewind", tmp_path / "w", anchor, tmp_path / "cache", [*PPO, "--config.ppo.bank_groups=2"])
     assert r.returncode != 0 and "config.ppo.bank_groups: ppo_rewind" in r.stderr
     r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", [*CP, "--config.counterplay.bank_groups=2",

@@ -42,6 +42,7 @@ METHODS = ("counterplay", "aggressive_distill", "cautious_distill", "ppo_continu
            "spiced")
 PPO_METHODS = ("ppo_continue", "ppo_rewind", "ppo_opponent", "spiced")
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT_ROUND"  # tests only: SIGKILL this process right after that round
+BUDGET_STOPS = ("closest", "under", "over")
 
 
 class Setup(NamedTuple):
@@ -50,8 +51,26 @@ class Setup(NamedTuple):
     counterplay: CounterPlayConfig | None
     ppo: ppo.PPOConfig | None
     budget: float  # post-training agent-steps
+    budget_stop: str = "closest"  # when the last round runs (keep_going)
     groups: tuple[str, int] = ("counterplay", 1)  # (config section, bank_groups) that sets the scene groups
     mesh: Any = None  # the devices of config.train.devices (parallel.config_mesh)
+
+
+def keep_going(spent: float, rounds: int, budget: float, rule: str) -> bool:
+    """Whether to run another round (or PPO update) after `rounds` of them spent `spent` agent-steps.
+
+    A round's cost is only known once it ran, so the next one is predicted at the mean so far (a
+    function of the checkpointed counters only: a resumed run stops where an uninterrupted one does).
+    "over": run until the budget is reached (the last round overshoots by up to one round);
+    "closest": run another round only if that ends nearer the budget than stopping now;
+    "under": run another round only if it is predicted to stay within the budget.
+    The first round always runs."""
+    if rounds == 0 or rule == "over":
+        return spent < budget
+    mean = spent / rounds
+    if rule == "closest":
+        return spent + mean / 2 < budget
+    return spent + mean <= budget
 
 
 def anchor_steps(folder: str) -> float:
@@ -81,6 +100,8 @@ def resolve(config) -> Setup:
         budget = config.budget_frac * anchor_steps(config.anchor)
     else:
         raise ValueError(f"config.budget_frac must be in (0, 1] (or set config.budget_steps), got {config.budget_frac}")
+    if config.budget_stop not in BUDGET_STOPS:
+        raise ValueError(f"config.budget_stop: unknown {config.budget_stop!r}; known: {list(BUDGET_STOPS)}")
     cp_cfg = ppo_cfg = None
     if config.method in PPO_METHODS:
         if not anchor.net.cfg.condition and config.ppo.conditioned:
@@ -120,7 +141,7 @@ def resolve(config) -> Setup:
     if config.scenes.train < 1 or config.scenes.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     check_groups(groups[1], mesh, config.scenes.train, f"config.{groups[0]}.bank_groups")
-    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget, groups, mesh)
+    return Setup(config.method, anchor, cp_cfg, ppo_cfg, budget, config.budget_stop, groups, mesh)
 
 
 def _flat(diag: dict[str, Any], styles: tuple[str, ...]) -> dict[str, float]:
@@ -209,7 +230,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     if val_bank is not None and done == 0:
         validate(0)
     bar = Progress(int(setup.budget), "agent-steps", initial=int(state.agent_steps), disable=not config.train.progress)
-    while float(state.agent_steps) < setup.budget:
+    while keep_going(float(state.agent_steps), done, setup.budget, setup.budget_stop):
         before = float(state.agent_steps)
         state, diag = step_fn(state)
         done += 1
@@ -217,7 +238,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
         row["agent_steps"] = float(state.agent_steps)
         if done % config.train.log_every == 0:
             writer.write(done, row)
-        last = float(state.agent_steps) >= setup.budget
+        last = not keep_going(float(state.agent_steps), done, setup.budget, setup.budget_stop)
         if val_bank is not None and (done % config.eval.every == 0 or last):
             res = validate(done)
             bar.update(0, {"val_goal": res["goal"]})
