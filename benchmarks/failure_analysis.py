@@ -5,10 +5,10 @@ and how timeouts end.
 
 One greedy self-play episode per held-out scene (the training driver's held-out split: 28 scenes,
 seeds 100000-100027, 12 agents), every controllable agent driven by the policy under --style.
-Prints the outcome rates; each collision pair (crossing / same direction / head-on by relative
-heading, both speeds, the partner policy-driven or log-replayed); the share of agents and
-alive steps with negative speed, by outcome; and for each timeout its distance to the goal at the
-start / closest / end and its mean speed. --json prints one JSON object as the last line.
+Prints the outcome rates (overall and per layout kind); each collision pair (crossing / same
+direction / head-on by relative heading, both speeds, the partner policy-driven or log-replayed);
+the share of agents and alive steps with negative speed, by outcome; and for each timeout its
+distance to the goal at the start / closest / end and its mean speed. --json prints one JSON object as the last line.
 """
 
 from __future__ import annotations
@@ -58,6 +58,14 @@ def main():
     rates = {k: float(v.sum() / ctrl.sum()) for k, v in out.items()}
     print(f"{args.policy} under {args.style}: {int(ctrl.sum())} agents, " +
           ", ".join(f"{k} {v:.3f}" for k, v in rates.items()))
+    by_layout = {}  # outcome rates per layout kind (scene names are KIND_SEED)
+    for kind in dict.fromkeys(n.rsplit("_", 1)[0] for n in names):
+        rows = np.array([n.rsplit("_", 1)[0] == kind for n in names])
+        agents = int(ctrl[rows].sum())
+        by_layout[kind] = dict(agents=agents, **{k: float(v[rows].sum() / max(agents, 1)) for k, v in out.items()})
+    print("by layout:")
+    for kind, r in by_layout.items():
+        print(f"  {kind:15s} {r['agents']:4d} agents  " + ", ".join(f"{k} {r[k]:.2f}" for k in out))
 
     pairs = []
     for s, a in zip(*np.nonzero(out["collision"]), strict=True):
@@ -94,7 +102,7 @@ def main():
     slow = sum(t["mean_speed"] < 2.5 for t in timeouts)
     print(f"  {slow} of {len(timeouts)} timeouts averaged under 2.5 m/s")
     if args.json:
-        print(json.dumps(dict(rates=rates, collision_kinds=kinds, collision_partners=partners,
+        print(json.dumps(dict(rates=rates, by_layout=by_layout, collision_kinds=kinds, collision_partners=partners,
                               reversed_by_outcome=reversed_by_outcome, slow_timeouts=slow, timeouts=len(timeouts))))
 
 
