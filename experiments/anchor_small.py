@@ -40,6 +40,7 @@ def get_config() -> ml_collections.ConfigDict:
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
         progress_per_m=0.0,  # training-only shaping: reward per metre of progress towards the goal (ppo.PPOConfig)
+        progress_along="goal",  # ... measured in a straight line ("goal") or along the lane route ("route")
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
     ))

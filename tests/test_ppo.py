@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
@@ -300,11 +301,14 @@ def test_human_regularisation_pulls_the_policy_to_logged_actions():
         update(runner, bank)
 
 
-def test_progress_shaping_pays_the_distance_gained_towards_the_goal():
-    """progress_per_m adds coef x (d_before - d_after) per valid step: over steps where an agent
-    stays in the world, the extra reward sums to coef x (start distance - end distance)."""
+@pytest.mark.parametrize("along", ["goal", "route"])
+def test_progress_shaping_pays_the_distance_gained(along):
+    """progress_per_m adds coef x (progress in the step) per valid step: over steps where an agent
+    stays in the world, the extra reward sums to coef x (its whole progress) — towards the goal in a
+    straight line, or along its lane route."""
     bank, net = _bank(), networks.ActorCritic(dataclasses.replace(NET, condition=False))
-    plain, shaped = _cfg(conditioned=False), _cfg(conditioned=False, progress_per_m=0.5)
+    plain = _cfg(conditioned=False)
+    shaped = _cfg(conditioned=False, progress_per_m=0.5, progress_along=along)
     runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(3), bank)
     scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
     out = {}
@@ -316,8 +320,27 @@ def test_progress_shaping_pays_the_distance_gained_towards_the_goal():
     np.testing.assert_array_equal(extra[~valid], 0.0)
     whole = valid.all(0)  # in the world for all T steps (no restart within the 10-step rollout)
     assert whole.sum() >= 4
-    gained = np.asarray(ppo.goal_distance(runner.env, scenes) - ppo.goal_distance(state, scenes))
+    if along == "goal":
+        gained = ppo.goal_distance(runner.env, scenes) - ppo.goal_distance(state, scenes)
+    else:
+        gained = ppo.route_arc(state, scenes, SIM) - ppo.route_arc(runner.env, scenes, SIM)
+    gained = np.asarray(gained)
     np.testing.assert_allclose(extra.sum(0)[whole], 0.5 * gained[whole], atol=1e-4)
-    assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals
+    assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals, along their routes
     with pytest.raises(ValueError, match="progress_per_m"):
         _cfg(progress_per_m=-1.0).validate(SIM)
+    with pytest.raises(ValueError, match="progress_along"):
+        _cfg(progress_along="lane").validate(SIM)
+
+
+def test_route_arc_follows_the_route():
+    """route_arc is the arc length of a point on the route (continuous between route points), grows
+    with the distance driven along it, and is 0 without a route."""
+    r = 12
+    route = jnp.stack([jnp.arange(r) * SIM.route_spacing, jnp.zeros(r)], -1)  # along +x, 2 m apart
+    fields = dict(route_xy=jnp.zeros((1, 3, SIM.max_route_points, 2)).at[0, :2, :r].set(route),
+                  route_len=jnp.array([[r, r, 0]], jnp.int32))
+    scenes = SimpleNamespace(**fields)
+    xs = jnp.array([[[3.0, 0.4], [7.1, -0.3], [5.0, 0.0]]])  # on, beside, and with no route
+    state = SimpleNamespace(xy=xs)
+    np.testing.assert_allclose(np.asarray(ppo.route_arc(state, scenes, SIM)), [[3.0, 7.1, 0.0]], atol=1e-5)

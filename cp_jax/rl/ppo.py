@@ -89,6 +89,10 @@ class PPOConfig:
     # to goal before the step - after it), so a whole approach pays about progress_per_m x the start
     # distance (0: the paper's reward only). The benchmark and the evaluations never see it.
     progress_per_m: float = 0.0
+    # What progress_per_m measures: "goal" (straight-line distance to the goal) or "route" (arc length
+    # along the agent's lane route, Scenario.route_xy: pays for going round a roundabout, which first
+    # takes the car no nearer its goal; agents without a route get none).
+    progress_along: str = "goal"
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -140,6 +144,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
             raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
+        if self.progress_along not in ("goal", "route"):
+            raise ValueError(f"PPOConfig.progress_along must be 'goal' or 'route', got {self.progress_along!r}")
         if not self.goal_radius_power > 0.0:
             raise ValueError(f"PPOConfig.goal_radius_power must be > 0, got {self.goal_radius_power}")
         low, high = self.goal_radius_range
@@ -396,7 +402,9 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
                 rew = out.reward
             else:
                 rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
-            if cfg.progress_per_m > 0.0:
+            if cfg.progress_per_m > 0.0 and cfg.progress_along == "route":
+                rew = rew + cfg.progress_per_m * (route_arc(nxt, scenes, sim) - route_arc(state, scenes, sim))
+            elif cfg.progress_per_m > 0.0:
                 rew = rew + cfg.progress_per_m * (goal_distance(state, scenes) - goal_distance(nxt, scenes))
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
@@ -435,6 +443,24 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
 def goal_distance(state: SimState, scenes: Scenario) -> jax.Array:
     """[B, A] distance (m) from every agent to its goal."""
     return jnp.linalg.norm(state.xy - scenes.goal, axis=-1)
+
+
+def route_arc(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Array:
+    """[B, A] arc length (m) along every agent's lane route at its position: the nearest route point's
+    arc length plus the offset along the route's direction there (within half a spacing either way, so
+    it is continuous along the route); 0 for agents without a route (route_len < 2)."""
+    spacing = sim.route_spacing
+
+    def one(xy, route, n):  # [2], [R, 2], []
+        d = jnp.linalg.norm(route - xy, axis=-1)
+        i = jnp.argmin(jnp.where(jnp.arange(route.shape[0]) < n, d, jnp.inf))
+        last = jnp.maximum(n - 1, 0)
+        tangent = route[jnp.minimum(i + 1, last)] - route[jnp.maximum(i - 1, 0)]
+        unit = tangent / jnp.maximum(jnp.linalg.norm(tangent), 1e-6)
+        off = jnp.clip(jnp.dot(xy - route[i], unit), -0.5 * spacing, 0.5 * spacing)
+        return jnp.where(n >= 2, i * spacing + off, 0.0)
+
+    return jax.vmap(jax.vmap(one))(state.xy, scenes.route_xy, scenes.route_len)
 
 
 def group_envs(x: jax.Array, groups: int, mesh=None) -> jax.Array:
