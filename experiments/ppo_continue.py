@@ -2,8 +2,9 @@
 
     python -m launch.post_train --config=experiments/ppo_continue.py --workdir=runs/ppo_continue
 
-The anchor's own PPO settings (experiments/anchor_small.py) with a constant learning rate: the
-anchor's linear schedule had decayed to zero, so continuing it would not learn at all.
+The anchor's own PPO settings (experiments/anchor_small.py, including its route-progress shaping)
+with a constant learning rate: the anchor's linear schedule had decayed to zero, so continuing it
+would not learn at all. (Sessions 1-14's sweeps ran it without shaping: the anchors had none.)
 """
 
 import ml_collections
