@@ -41,8 +41,8 @@ def get_config() -> ml_collections.ConfigDict:
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
         # Training-only shaping (ppo.PPOConfig): reward per metre of progress along the lane route
         # ("route") or towards the goal in a straight line ("goal"); 0 is the paper's reward alone.
-        # The shipped anchor (b22) trained with these, so PPO-Continue continues with them too.
-        progress_per_m=0.04, progress_along="route",
+        # The shipped anchor (b23) trained with these, so PPO-Continue continues with them too.
+        progress_per_m=0.08, progress_along="route",
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
     ))
