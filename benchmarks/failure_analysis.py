@@ -59,8 +59,9 @@ def main():
     print(f"{args.policy} under {args.style}: {int(ctrl.sum())} agents, " +
           ", ".join(f"{k} {v:.3f}" for k, v in rates.items()))
     by_layout = {}  # outcome rates per layout kind (scene names are KIND_SEED)
-    for kind in dict.fromkeys(n.rsplit("_", 1)[0] for n in names):
-        rows = np.array([n.rsplit("_", 1)[0] == kind for n in names])
+    layout = np.array([n.rsplit("_", 1)[0] for n in names])
+    for kind in dict.fromkeys(layout):
+        rows = layout == kind
         agents = int(ctrl[rows].sum())
         by_layout[kind] = dict(agents=agents, **{k: float(v[rows].sum() / max(agents, 1)) for k, v in out.items()})
     print("by layout:")

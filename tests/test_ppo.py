@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -333,6 +334,11 @@ def test_progress_shaping_pays_the_distance_gained(along):
         _cfg(progress_along="lane").validate(SIM)
 
 
+class _Routes(NamedTuple):
+    route_xy: jax.Array
+    route_len: jax.Array
+
+
 def test_route_arc_follows_the_route():
     """route_arc is the arc length of a point on the route (continuous between route points), grows
     with the distance driven along it, and is 0 without a route."""
@@ -340,7 +346,7 @@ def test_route_arc_follows_the_route():
     route = jnp.stack([jnp.arange(r) * SIM.route_spacing, jnp.zeros(r)], -1)  # along +x, 2 m apart
     fields = dict(route_xy=jnp.zeros((1, 3, SIM.max_route_points, 2)).at[0, :2, :r].set(route),
                   route_len=jnp.array([[r, r, 0]], jnp.int32))
-    scenes = SimpleNamespace(**fields)
+    scenes = _Routes(**fields)  # a pytree holding the two fields route_arc reads
     xs = jnp.array([[[3.0, 0.4], [7.1, -0.3], [5.0, 0.0]]])  # on, beside, and with no route
     state = SimpleNamespace(xy=xs)
     np.testing.assert_allclose(np.asarray(ppo.route_arc(state, scenes, SIM)), [[3.0, 7.1, 0.0]], atol=1e-5)

@@ -39,7 +39,7 @@ from flax import struct
 from cp_jax import parallel
 from cp_jax.policy import distributions as dist
 from cp_jax.policy import networks
-from cp_jax.sim import conditions, env, metrics, types
+from cp_jax.sim import conditions, controllers, env, metrics, types
 from cp_jax.sim import reward as reward_lib
 from cp_jax.sim.types import Scenario, SimConfig, SimParams, SimState
 
@@ -446,21 +446,8 @@ def goal_distance(state: SimState, scenes: Scenario) -> jax.Array:
 
 
 def route_arc(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Array:
-    """[B, A] arc length (m) along every agent's lane route at its position: the nearest route point's
-    arc length plus the offset along the route's direction there (within half a spacing either way, so
-    it is continuous along the route); 0 for agents without a route (route_len < 2)."""
-    spacing = sim.route_spacing
-
-    def one(xy, route, n):  # [2], [R, 2], []
-        d = jnp.linalg.norm(route - xy, axis=-1)
-        i = jnp.argmin(jnp.where(jnp.arange(route.shape[0]) < n, d, jnp.inf))
-        last = jnp.maximum(n - 1, 0)
-        tangent = route[jnp.minimum(i + 1, last)] - route[jnp.maximum(i - 1, 0)]
-        unit = tangent / jnp.maximum(jnp.linalg.norm(tangent), 1e-6)
-        off = jnp.clip(jnp.dot(xy - route[i], unit), -0.5 * spacing, 0.5 * spacing)
-        return jnp.where(n >= 2, i * spacing + off, 0.0)
-
-    return jax.vmap(jax.vmap(one))(state.xy, scenes.route_xy, scenes.route_len)
+    """[B, A] arc length (m) along every agent's lane route at its position (controllers.route_arc)."""
+    return jax.vmap(lambda sc, xy: controllers.route_arc(sc, xy, sim))(scenes, state.xy)
 
 
 def group_envs(x: jax.Array, groups: int, mesh=None) -> jax.Array:

@@ -48,6 +48,20 @@ def project_on_route(scenario: Scenario, xy: jax.Array, cfg: SimConfig) -> jax.A
     return jnp.argmin(d, -1).astype(jnp.float32) * cfg.route_spacing
 
 
+def route_arc(scenario: Scenario, xy: jax.Array, cfg: SimConfig) -> jax.Array:
+    """Arc length [A] along each agent's route at xy [A, 2], continuous: project_on_route's point plus
+    the offset along the route's direction there (within half a spacing either way); 0 without a
+    route (route_len < 2)."""
+    s = project_on_route(scenario, xy, cfg)
+    i = jnp.round(s / cfg.route_spacing).astype(jnp.int32)
+    last = jnp.maximum(scenario.route_len - 1, 0)
+    take = lambda j: jnp.take_along_axis(scenario.route_xy, j[:, None, None], 1)[:, 0]  # noqa: E731
+    tangent = take(jnp.minimum(i + 1, last)) - take(jnp.maximum(i - 1, 0))
+    unit = tangent / jnp.maximum(jnp.linalg.norm(tangent, axis=-1, keepdims=True), 1e-6)
+    off = jnp.clip(jnp.sum((xy - take(i)) * unit, -1), -0.5 * cfg.route_spacing, 0.5 * cfg.route_spacing)
+    return jnp.where(scenario.route_len >= 2, s + off, 0.0)
+
+
 def idm_accel(v, v0, gap, dv, p: IDMParams):
     """IDM acceleration [A] for speed v, desired speed v0, gap to the leader, closing speed dv."""
     ab = jnp.maximum(p.max_accel * p.comfort_decel, 1e-3)  # guards against zero parameters
