@@ -302,7 +302,7 @@ def test_human_regularisation_pulls_the_policy_to_logged_actions():
         update(runner, bank)
 
 
-@pytest.mark.parametrize("along", ["goal", "route"])
+@pytest.mark.parametrize("along", ["goal", "route", "route_goal"])
 def test_progress_shaping_pays_the_distance_gained(along):
     """progress_per_m adds coef x (progress in the step) per valid step: over steps where an agent
     stays in the world, the extra reward sums to coef x (its whole progress) — towards the goal in a
@@ -323,8 +323,10 @@ def test_progress_shaping_pays_the_distance_gained(along):
     assert whole.sum() >= 4
     if along == "goal":
         gained = ppo.goal_distance(runner.env, scenes) - ppo.goal_distance(state, scenes)
-    else:
+    elif along == "route":
         gained = ppo.route_arc(state, scenes, SIM) - ppo.route_arc(runner.env, scenes, SIM)
+    else:
+        gained = ppo.route_to_goal(runner.env, scenes, SIM) - ppo.route_to_goal(state, scenes, SIM)
     gained = np.asarray(gained)
     np.testing.assert_allclose(extra.sum(0)[whole], 0.5 * gained[whole], atol=1e-4)
     assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals, along their routes
@@ -332,11 +334,15 @@ def test_progress_shaping_pays_the_distance_gained(along):
         _cfg(progress_per_m=-1.0).validate(SIM)
     with pytest.raises(ValueError, match="progress_along"):
         _cfg(progress_along="lane").validate(SIM)
+    np.testing.assert_allclose(  # "route" and "route_goal" agree until the goal is passed
+        np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route"))[whole],
+        np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route_goal"))[whole], atol=1e-4)
 
 
 class _Routes(NamedTuple):
     route_xy: jax.Array
     route_len: jax.Array
+    goal: jax.Array
 
 
 def test_route_arc_follows_the_route():
@@ -345,8 +351,17 @@ def test_route_arc_follows_the_route():
     r = 12
     route = jnp.stack([jnp.arange(r) * SIM.route_spacing, jnp.zeros(r)], -1)  # along +x, 2 m apart
     fields = dict(route_xy=jnp.zeros((1, 3, SIM.max_route_points, 2)).at[0, :2, :r].set(route),
-                  route_len=jnp.array([[r, r, 0]], jnp.int32))
-    scenes = _Routes(**fields)  # a pytree holding the two fields route_arc reads
+                  route_len=jnp.array([[r, r, 0]], jnp.int32),
+                  goal=jnp.array([[[16.0, 0.5], [16.0, 0.5], [9.0, 0.0]]]))  # 16 m along the route
+    scenes = _Routes(**fields)  # a pytree holding the fields route_arc and goal_arc read
     xs = jnp.array([[[3.0, 0.4], [7.1, -0.3], [5.0, 0.0]]])  # on, beside, and with no route
     state = SimpleNamespace(xy=xs)
     np.testing.assert_allclose(np.asarray(ppo.route_arc(state, scenes, SIM)), [[3.0, 7.1, 0.0]], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ppo.route_to_goal(state, scenes, SIM)), [[13.0, 8.9, 0.0]], atol=1e-5)
+    past = SimpleNamespace(xy=jnp.array([[[19.0, 0.0], [15.0, 0.0], [9.0, 0.0]]]))
+    np.testing.assert_allclose(np.asarray(ppo.route_to_goal(past, scenes, SIM)), [[3.0, 1.0, 0.0]], atol=1e-5)
+    # Past the goal "route" still pays and "route_goal" charges: the first car drives 16 -> 19 m.
+    at_goal = SimpleNamespace(xy=jnp.array([[[16.0, 0.0], [15.0, 0.0], [9.0, 0.0]]]))
+    np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route"))[0, 0], 3.0, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route_goal"))[0, 0], -3.0,
+                               atol=1e-5)

@@ -89,9 +89,12 @@ class PPOConfig:
     # to goal before the step - after it), so a whole approach pays about progress_per_m x the start
     # distance (0: the paper's reward only). The benchmark and the evaluations never see it.
     progress_per_m: float = 0.0
-    # What progress_per_m measures: "goal" (straight-line distance to the goal) or "route" (arc length
-    # along the agent's lane route, Scenario.route_xy: pays for going round a roundabout, which first
-    # takes the car no nearer its goal; agents without a route get none).
+    # What progress_per_m measures: "goal" (straight-line distance to the goal); "route" (arc length
+    # gained along the agent's lane route, Scenario.route_xy: pays for going round a roundabout, which
+    # first takes the car no nearer its goal; agents without a route get none; it also pays for
+    # driving on past the goal, which the procedural routes extend ~30 m beyond); "route_goal" (distance
+    # to the goal along the route, |arc(position) - arc(goal)|: as "route" up to the goal, and driving
+    # past it costs what it paid, so a car whose speed is over the goal speed gains by slowing down).
     progress_along: str = "goal"
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
@@ -144,8 +147,9 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
             raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
-        if self.progress_along not in ("goal", "route"):
-            raise ValueError(f"PPOConfig.progress_along must be 'goal' or 'route', got {self.progress_along!r}")
+        if self.progress_along not in ("goal", "route", "route_goal"):
+            raise ValueError(
+                f"PPOConfig.progress_along must be 'goal', 'route' or 'route_goal', got {self.progress_along!r}")
         if not self.goal_radius_power > 0.0:
             raise ValueError(f"PPOConfig.goal_radius_power must be > 0, got {self.goal_radius_power}")
         low, high = self.goal_radius_range
@@ -402,10 +406,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
                 rew = out.reward
             else:
                 rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
-            if cfg.progress_per_m > 0.0 and cfg.progress_along == "route":
-                rew = rew + cfg.progress_per_m * (route_arc(nxt, scenes, sim) - route_arc(state, scenes, sim))
-            elif cfg.progress_per_m > 0.0:
-                rew = rew + cfg.progress_per_m * (goal_distance(state, scenes) - goal_distance(nxt, scenes))
+            if cfg.progress_per_m > 0.0:
+                rew = rew + cfg.progress_per_m * progress(state, nxt, scenes, sim, cfg.progress_along)
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -448,6 +450,27 @@ def goal_distance(state: SimState, scenes: Scenario) -> jax.Array:
 def route_arc(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Array:
     """[B, A] arc length (m) along every agent's lane route at its position (controllers.route_arc)."""
     return jax.vmap(lambda sc, xy: controllers.route_arc(sc, xy, sim))(scenes, state.xy)
+
+
+def goal_arc(scenes: Scenario, sim: SimConfig) -> jax.Array:
+    """[B, A] arc length (m) of every agent's goal projected on its lane route (0 without a route)."""
+    return jax.vmap(lambda sc: controllers.route_arc(sc, sc.goal, sim))(scenes)
+
+
+def route_to_goal(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Array:
+    """[B, A] distance (m) along every agent's lane route from its position to its goal's projection
+    on the route, either side of it (0 without a route)."""
+    return jnp.abs(route_arc(state, scenes, sim) - goal_arc(scenes, sim))
+
+
+def progress(state: SimState, nxt: SimState, scenes: Scenario, sim: SimConfig, along: str) -> jax.Array:
+    """[B, A] progress (m) of one step from state to nxt, as PPOConfig.progress_along measures it."""
+    if along == "route":
+        return route_arc(nxt, scenes, sim) - route_arc(state, scenes, sim)
+    if along == "route_goal":
+        goal = goal_arc(scenes, sim)
+        return jnp.abs(route_arc(state, scenes, sim) - goal) - jnp.abs(route_arc(nxt, scenes, sim) - goal)
+    return goal_distance(state, scenes) - goal_distance(nxt, scenes)
 
 
 def group_envs(x: jax.Array, groups: int, mesh=None) -> jax.Array:
