@@ -39,10 +39,11 @@ def get_config() -> ml_collections.ConfigDict:
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
-        # Training-only shaping (ppo.PPOConfig): reward per metre of progress along the lane route
-        # ("route") or towards the goal in a straight line ("goal"); 0 is the paper's reward alone.
-        # The shipped anchor (b23) trained with these, so PPO-Continue continues with them too.
-        progress_per_m=0.08, progress_along="route",
+        # Training-only shaping (ppo.PPOConfig): reward per metre of progress towards the goal along
+        # the lane route ("route_goal"; "route": arc gained, paid past the goal too; "goal": straight
+        # line); 0 is the paper's reward alone. The shipped anchor (b24) trained with these, so
+        # PPO-Continue continues with them too.
+        progress_per_m=0.08, progress_along="route_goal",
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
     ))
