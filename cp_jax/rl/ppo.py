@@ -389,6 +389,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
 
     def rollout(runner: Runner, scenes: Scenario, opponent=None):
         p = runner.params
+        # the goals' arc lengths on their routes: fixed for the rollout (restarts keep the scene)
+        goal = goal_arc(scenes, sim) if cfg.progress_per_m > 0.0 and cfg.progress_along == "route_goal" else None
 
         def body(c, _):
             state, carry, ep_ret, totals, key = c
@@ -407,7 +409,7 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
             else:
                 rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
             if cfg.progress_per_m > 0.0:
-                rew = rew + cfg.progress_per_m * progress(state, nxt, scenes, sim, cfg.progress_along)
+                rew = rew + cfg.progress_per_m * progress(state, nxt, scenes, sim, cfg.progress_along, goal)
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -463,12 +465,14 @@ def route_to_goal(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Arra
     return jnp.abs(route_arc(state, scenes, sim) - goal_arc(scenes, sim))
 
 
-def progress(state: SimState, nxt: SimState, scenes: Scenario, sim: SimConfig, along: str) -> jax.Array:
-    """[B, A] progress (m) of one step from state to nxt, as PPOConfig.progress_along measures it."""
+def progress(state: SimState, nxt: SimState, scenes: Scenario, sim: SimConfig, along: str,
+             goal: jax.Array | None = None) -> jax.Array:
+    """[B, A] progress (m) of one step from state to nxt, as PPOConfig.progress_along measures it
+    (goal: goal_arc(scenes, sim) when already computed)."""
     if along == "route":
         return route_arc(nxt, scenes, sim) - route_arc(state, scenes, sim)
     if along == "route_goal":
-        goal = goal_arc(scenes, sim)
+        goal = goal_arc(scenes, sim) if goal is None else goal
         return jnp.abs(route_arc(state, scenes, sim) - goal) - jnp.abs(route_arc(nxt, scenes, sim) - goal)
     return goal_distance(state, scenes) - goal_distance(nxt, scenes)
 
