@@ -283,6 +283,30 @@ def test_log_replay_share_follows_its_logs_and_stays_out_of_the_loss():
         _cfg(log_frac=0.6, opponent_frac=0.5).validate(SIM)
 
 
+def test_idm_share_is_drawn_and_stays_out_of_the_loss():
+    """Mixed traffic (idm_frac): about that share of the agents get the IDM controller, which needs
+    the IDM compiled into step(); their steps are never samples."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    cfg = _cfg(idm_frac=0.4, log_frac=0.2, rollout_steps=2, num_envs=8)
+    with pytest.raises(ValueError, match="enable_idm"):
+        cfg.validate(SIM)
+    with pytest.raises(ValueError, match="idm_frac"):
+        _cfg(idm_frac=0.5, log_frac=0.5).validate(SIM)
+    sim = dataclasses.replace(SIM, enable_idm=True)
+    ids = np.asarray(ppo.episode_controllers(jax.random.PRNGKey(1), dataclasses.replace(cfg, num_envs=1024), sim))
+    share = {c: float(np.mean(ids == c)) for c in (types.POLICY, types.LOG, types.IDM, types.OTHER_POLICY)}
+    assert abs(share[types.IDM] - 0.4) < 0.03 and abs(share[types.LOG] - 0.2) < 0.03
+    assert share[types.OTHER_POLICY] == 0.0
+    runner = ppo.init(net, cfg, sim, jax.random.PRNGKey(0), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    _, *_, batch = jax.jit(ppo.make_rollout(net, cfg, sim, types.default_params()))(runner, scenes)
+    ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
+    driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)  # envs without one restart at once
+    idm = (ctrl == types.IDM) & eligible & driven
+    assert idm.any()
+    assert not np.any(np.asarray(batch.valid)[:, idm])
+
+
 def test_human_regularisation_pulls_the_policy_to_logged_actions():
     """SPICED-style: with bc_coef > 0 the update also lowers the NLL of the logged actions it is given."""
     bank, net = _bank(), networks.ActorCritic(NET)

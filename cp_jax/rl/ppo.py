@@ -104,6 +104,10 @@ class PPOConfig:
     # instead of being driven by the policy, excluded from every loss and statistic; the policy then also
     # meets non-reactive traffic, as the benchmark's Expert regime and GPUDrive's log-replay partners.
     log_frac: float = 0.0
+    # Mixed traffic: share of the agents (per episode) driven by the IDM controller along their lane
+    # routes (controller IDM; needs SimConfig.enable_idm), out of the loss like log replay: reactive
+    # rule-based traffic, as the benchmark's IDM regime.
+    idm_frac: float = 0.0
     # SPICED-style human regularisation: + bc_coef x NLL of logged (tracked) actions on a batch
     # passed to `update` (cp_jax.rl.bc labels), in every minibatch step.
     bc_coef: float = 0.0
@@ -143,6 +147,12 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
         if not (0.0 <= self.log_frac and self.opponent_frac + self.log_frac < 1.0):
             raise ValueError(f"PPOConfig.log_frac must be >= 0 with opponent_frac + log_frac < 1, got {self.log_frac}")
+        if not (0.0 <= self.idm_frac and self.opponent_frac + self.log_frac + self.idm_frac < 1.0):
+            raise ValueError("PPOConfig.idm_frac must be >= 0 with opponent_frac + log_frac + idm_frac < 1, "
+                             f"got {self.idm_frac}")
+        if self.idm_frac > 0.0 and not sim.enable_idm:
+            raise ValueError("PPOConfig.idm_frac > 0 needs SimConfig.enable_idm=True (the IDM controller is "
+                             "compiled out of step() without it)")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
@@ -229,19 +239,20 @@ def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) ->
 
 
 def mixed_traffic(cfg: PPOConfig) -> bool:
-    """Whether episodes draw per-agent controllers (opponents or log replay) instead of all POLICY."""
-    return cfg.opponent_frac > 0.0 or cfg.log_frac > 0.0
+    """Whether episodes draw per-agent controllers (opponents, log replay, IDM) instead of all POLICY."""
+    return cfg.opponent_frac > 0.0 or cfg.log_frac > 0.0 or cfg.idm_frac > 0.0
 
 
 def episode_controllers(key: jax.Array, cfg: PPOConfig, sim: SimConfig) -> jax.Array | None:
     """[B, A] controller ids for fresh episodes: OTHER_POLICY for a share cfg.opponent_frac of the
-    agents, LOG for a share cfg.log_frac, POLICY for the rest; None (everyone POLICY, no key used)
-    without either."""
+    agents, LOG for a share cfg.log_frac, IDM for a share cfg.idm_frac, POLICY for the rest; None
+    (everyone POLICY, no key used) without any."""
     if not mixed_traffic(cfg):
         return None
     u = jax.random.uniform(key, (cfg.num_envs, sim.max_agents))
-    other = jnp.where(u < cfg.opponent_frac + cfg.log_frac, types.LOG, types.POLICY)
-    return jnp.where(u < cfg.opponent_frac, types.OTHER_POLICY, other)
+    edges = jnp.cumsum(jnp.array([cfg.opponent_frac, cfg.log_frac, cfg.idm_frac]))
+    ids = jnp.array([types.OTHER_POLICY, types.LOG, types.IDM, types.POLICY], jnp.int32)
+    return ids[jnp.searchsorted(edges, u, side="right")]
 
 
 def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller, sim: SimConfig) -> SimState:
