@@ -45,6 +45,7 @@ def get_config() -> ml_collections.ConfigDict:
         # PPO-Continue continues with them too.
         progress_per_m=0.08, progress_along="route_goal",
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
+        idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
     ))
     c.human = ml_collections.ConfigDict(dict(batch=256, stride=4))  # bc_coef's logged samples per update; every 4th
