@@ -266,16 +266,22 @@ def test_opponents_act_from_their_own_parameters_and_stay_out_of_the_loss():
         ppo.make_update(net, cfg, SIM, types.default_params())(runner, bank)
 
 
+def _mixed_rollout(cfg, sim, controller):
+    """One rollout of a mixed-traffic config -> (final state, Batch, scenes, [B, A] mask of the
+    eligible agents that start under `controller` in envs that also have a POLICY agent (envs
+    without one restart at once)."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    runner = ppo.init(net, cfg, sim, jax.random.PRNGKey(0), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    state, *_, batch = jax.jit(ppo.make_rollout(net, cfg, sim, types.default_params()))(runner, scenes)
+    ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
+    driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)
+    return state, batch, scenes, (ctrl == controller) & eligible & driven
+
+
 def test_log_replay_share_follows_its_logs_and_stays_out_of_the_loss():
     """Mixed traffic (log_frac): LOG agents replay their logs whatever the policy does, never samples."""
-    bank, net = _bank(), networks.ActorCritic(NET)
-    cfg = _cfg(log_frac=0.5, rollout_steps=4)
-    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(0), bank)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    state, *_, batch = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes)
-    ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
-    driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)  # envs without one restart at once
-    logged = (ctrl == types.LOG) & eligible & driven
+    state, batch, scenes, logged = _mixed_rollout(_cfg(log_frac=0.5, rollout_steps=4), SIM, types.LOG)
     assert logged.any()
     assert not np.any(np.asarray(batch.valid)[:, logged])
     np.testing.assert_allclose(np.asarray(state.xy)[logged], np.asarray(scenes.log_xy[:, :, 4])[logged], atol=1e-4)
@@ -286,7 +292,6 @@ def test_log_replay_share_follows_its_logs_and_stays_out_of_the_loss():
 def test_idm_share_is_drawn_and_stays_out_of_the_loss():
     """Mixed traffic (idm_frac): about that share of the agents get the IDM controller, which needs
     the IDM compiled into step(); their steps are never samples."""
-    bank, net = _bank(), networks.ActorCritic(NET)
     cfg = _cfg(idm_frac=0.4, log_frac=0.2, rollout_steps=2, num_envs=8)
     with pytest.raises(ValueError, match="enable_idm"):
         cfg.validate(SIM)
@@ -297,12 +302,7 @@ def test_idm_share_is_drawn_and_stays_out_of_the_loss():
     share = {c: float(np.mean(ids == c)) for c in (types.POLICY, types.LOG, types.IDM, types.OTHER_POLICY)}
     assert abs(share[types.IDM] - 0.4) < 0.03 and abs(share[types.LOG] - 0.2) < 0.03
     assert share[types.OTHER_POLICY] == 0.0
-    runner = ppo.init(net, cfg, sim, jax.random.PRNGKey(0), bank)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    _, *_, batch = jax.jit(ppo.make_rollout(net, cfg, sim, types.default_params()))(runner, scenes)
-    ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
-    driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)  # envs without one restart at once
-    idm = (ctrl == types.IDM) & eligible & driven
+    _, batch, _, idm = _mixed_rollout(cfg, sim, types.IDM)
     assert idm.any()
     assert not np.any(np.asarray(batch.valid)[:, idm])
 
