@@ -27,6 +27,11 @@ def constant_velocity(state: SimState, dt: float):
     return state.xy + (state.speed * dt)[:, None] * heading, state.yaw, state.speed
 
 
+def route_point(scenario: Scenario, i: jax.Array) -> jax.Array:
+    """Route point [A, 2] of index i [A] on each agent's route."""
+    return jnp.take_along_axis(scenario.route_xy, i[:, None, None], 1)[:, 0]
+
+
 def route_position(scenario: Scenario, s: jax.Array, cfg: SimConfig):
     """Point [A, 2] and tangent yaw [A] at arc length s [A] along each agent's route."""
     last = jnp.maximum(scenario.route_len - 1, 0)
@@ -34,8 +39,7 @@ def route_position(scenario: Scenario, s: jax.Array, cfg: SimConfig):
     i0 = jnp.minimum(jnp.floor(u).astype(jnp.int32), jnp.maximum(last - 1, 0))
     i1 = jnp.minimum(i0 + 1, last)
     frac = jnp.clip(u - i0, 0.0, 1.0)
-    take = lambda i: jnp.take_along_axis(scenario.route_xy, i[:, None, None], 1)[:, 0]  # noqa: E731
-    p0, p1 = take(i0), take(i1)
+    p0, p1 = route_point(scenario, i0), route_point(scenario, i1)
     d = p1 - p0
     return p0 + frac[:, None] * d, jnp.arctan2(d[:, 1], d[:, 0])
 
@@ -55,10 +59,10 @@ def route_arc(scenario: Scenario, xy: jax.Array, cfg: SimConfig) -> jax.Array:
     s = project_on_route(scenario, xy, cfg)
     i = jnp.round(s / cfg.route_spacing).astype(jnp.int32)
     last = jnp.maximum(scenario.route_len - 1, 0)
-    take = lambda j: jnp.take_along_axis(scenario.route_xy, j[:, None, None], 1)[:, 0]  # noqa: E731
-    tangent = take(jnp.minimum(i + 1, last)) - take(jnp.maximum(i - 1, 0))
+    tangent = route_point(scenario, jnp.minimum(i + 1, last)) - route_point(scenario, jnp.maximum(i - 1, 0))
     unit = tangent / jnp.maximum(jnp.linalg.norm(tangent, axis=-1, keepdims=True), 1e-6)
-    off = jnp.clip(jnp.sum((xy - take(i)) * unit, -1), -0.5 * cfg.route_spacing, 0.5 * cfg.route_spacing)
+    half = 0.5 * cfg.route_spacing
+    off = jnp.clip(jnp.sum((xy - route_point(scenario, i)) * unit, -1), -half, half)
     return jnp.where(scenario.route_len >= 2, s + off, 0.0)
 
 
