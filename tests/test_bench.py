@@ -68,6 +68,21 @@ def test_same_seed_same_episodes_and_seeds_only_vary_policy_traffic(small):
     np.testing.assert_array_equal(np.asarray(i0.record.xy), np.asarray(i1.record.xy))
 
 
+def test_idm_compiled_out_where_no_agent_uses_it_changes_no_episode(small, monkeypatch):
+    st, ego, traffic, cfg = small
+    assert cfg.enable_idm and not episodes.episode_config(cfg, ego, "expert").enable_idm
+    assert episodes.episode_config(cfg, ego, "idm").enable_idm
+    assert episodes.episode_config(cfg, episodes.builtin("idm"), "normal").enable_idm  # an IDM ego
+    sp = st.splits["interactive"]
+    run = lambda: episodes.run(ego, "expert", traffic, st.bank, sp.scene, sp.ego, NORMAL, 0, cfg)  # noqa: E731
+    out = run()
+    monkeypatch.setattr(episodes, "episode_config", lambda c, e, r: c)  # IDM compiled in (as the idm regime)
+    kept = run()
+    for k in out.metrics:
+        np.testing.assert_array_equal(out.metrics[k], kept.metrics[k])
+    np.testing.assert_array_equal(np.asarray(out.record.xy), np.asarray(kept.record.xy))
+
+
 def test_regime_needs_its_traffic_policy(small):
     st, ego, _, cfg = small
     sp = st.splits["interactive"]

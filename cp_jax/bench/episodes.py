@@ -90,8 +90,9 @@ def traffic_controller(regime: str) -> int:
 
 def bench_config(scene_cfg: SimConfig, *drivers: Driver) -> SimConfig:
     """The SimConfig episodes run with: the scenes' sizes, every agent's events checked
-    (max_controlled None), IDM compiled in; the policies' observation fields (all policies must
-    agree on them: they share one observation)."""
+    (max_controlled None), IDM compiled in (run() compiles it out of regimes where no agent uses
+    it); the policies' observation fields (all policies must agree on them: they share one
+    observation)."""
     cfg = dataclasses.replace(scene_cfg, max_controlled=None, enable_idm=True, remove_on_event=True)
     sims = [(d.name, d.sim) for d in drivers if d.sim is not None]
     for field in OBS_FIELDS:
@@ -101,6 +102,14 @@ def bench_config(scene_cfg: SimConfig, *drivers: Driver) -> SimConfig:
         if values:
             cfg = dataclasses.replace(cfg, **{field: next(iter(values.values()))})
     return cfg
+
+
+def episode_config(cfg: SimConfig, ego: Driver, regime: str) -> SimConfig:
+    """cfg with the IDM controller compiled out unless the regime's traffic or the ego is IDM: the
+    step's IDM branch is then unused (same episodes), and it is the costliest part of a step with
+    many agents (real scenes, 128 agents: 67 of 70 s of the expert-ego sanity run)."""
+    uses_idm = regime == "idm" or (ego.net is None and ego.builtin == types.IDM)
+    return cfg if uses_idm else dataclasses.replace(cfg, enable_idm=False)
 
 
 @functools.lru_cache(maxsize=32)
@@ -179,7 +188,7 @@ def run(
         t_driver = traffic[need]
     params = types.default_params() if params is None else params
     fn = _episode_fn(ego.net.cfg if ego.net is not None else None, ego.builtin,
-                     t_driver.net.cfg if t_driver is not None else None, cfg)
+                     t_driver.net.cfg if t_driver is not None else None, episode_config(cfg, ego, regime))
     p = len(scene)
     keys = jax.vmap(lambda i: jax.random.fold_in(jax.random.PRNGKey(seed), i))(jnp.arange(p))
     out, rec = fn(
