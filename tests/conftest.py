@@ -4,6 +4,10 @@ The suite's programs are compiled once per session and shared through jax's pers
 cache in a fresh temporary folder: the subprocess tests (launchers, kill / resume, multi-device)
 inherit it through the environment and load the programs an earlier process compiled (the same
 HLO and flags) instead of compiling them again. Nothing persists between sessions.
+
+The slowest modules are handed to the two xdist workers first (longest first; pyproject's addopts
+keep this order with --no-loadscope-reorder, whose default would order modules by test count and
+leave the few-but-long subprocess tests for the end, one worker finishing them while the other idles).
 """
 
 from __future__ import annotations
@@ -16,6 +20,16 @@ _CACHE = tempfile.mkdtemp(prefix="cp_jax_xla_cache_")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+
+
+# Measured per-module times, longest first (BUILD_NOTES "Test suite"); the rest keep collection order.
+LONGEST_FIRST = ("test_parallel.py", "test_counterplay.py", "test_train.py", "test_ppo.py", "test_post_train.py",
+                 "test_bench.py", "test_env.py", "test_bc.py", "test_policy.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: modules stay whole
 
 
 def pytest_sessionfinish(session, exitstatus):

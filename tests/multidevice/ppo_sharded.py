@@ -95,8 +95,6 @@ def main():
         max_stat_diff=max(abs(a[k] - b[k]) / (1.0 + abs(a[k]))
                           for a, b in zip(stats_one, stats_four, strict=True) for k in a),
     )
-    out["one_device"] = dict(agent_steps=float(one.agent_steps), checksums=checksums(one.params),
-                             goal_rate=[st["goal_rate"] for st in stats_one])
     try:
         ppo.make_update(networks.ActorCritic(NET), _cfg(num_envs=6), SIM, types.default_params(), mesh=mesh)
         out["indivisible_error"] = ""
