@@ -330,10 +330,11 @@ def test_human_regularisation_pulls_the_policy_to_logged_actions():
 def test_progress_shaping_pays_the_distance_gained(along):
     """progress_per_m adds coef x (progress in the step) per valid step: over steps where an agent
     stays in the world, the extra reward sums to coef x (its whole progress) — towards the goal in a
-    straight line, or along its lane route."""
+    straight line, or along its lane route. Every agent drives under the aggressive style, whose
+    coef progress_urgency raises by 1.5 x (1 - 0.2 / 3): 0.5 -> 1.2 per metre."""
     bank, net = _bank(), networks.ActorCritic(dataclasses.replace(NET, condition=False))
-    plain = _cfg(conditioned=False)
-    shaped = _cfg(conditioned=False, progress_per_m=0.5, progress_along=along)
+    plain = _cfg(conditioned=False, fixed_style="aggressive")
+    shaped = dataclasses.replace(plain, progress_per_m=0.5, progress_along=along, progress_urgency=1.5)
     runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(3), bank)
     scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
     out = {}
@@ -352,15 +353,28 @@ def test_progress_shaping_pays_the_distance_gained(along):
     else:
         gained = ppo.route_to_goal(runner.env, scenes, SIM) - ppo.route_to_goal(state, scenes, SIM)
     gained = np.asarray(gained)
-    np.testing.assert_allclose(extra.sum(0)[whole], 0.5 * gained[whole], atol=1e-4)
+    np.testing.assert_allclose(extra.sum(0)[whole], 1.2 * gained[whole], atol=1e-4)
     assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals, along their routes
     with pytest.raises(ValueError, match="progress_per_m"):
         _cfg(progress_per_m=-1.0).validate(SIM)
     with pytest.raises(ValueError, match="progress_along"):
         _cfg(progress_along="lane").validate(SIM)
+    with pytest.raises(ValueError, match="progress_urgency"):
+        _cfg(progress_urgency=-0.5).validate(SIM)
     np.testing.assert_allclose(  # "route" and "route_goal" agree until the goal is passed
         np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route"))[whole],
         np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route_goal"))[whole], atol=1e-4)
+
+
+def test_progress_urgency_pays_collision_tolerant_conditions_more():
+    styles = jnp.stack([conditions.style(s) for s in ("aggressive", "normal_aggressive", "normal", "cautious")])
+    flat = ppo.progress_weight(styles, _cfg(progress_per_m=0.1))
+    np.testing.assert_allclose(np.asarray(flat), 0.1, rtol=1e-6)
+    urgent = np.asarray(ppo.progress_weight(styles, _cfg(progress_per_m=0.1, progress_urgency=1.0)))
+    np.testing.assert_allclose(urgent, [0.1 * (2.0 - 0.2 / 3.0), 0.1 * (2.0 - 1.6 / 3.0), 0.1, 0.1], rtol=1e-6)
+    zero_coll = conditions.sample(jax.random.PRNGKey(0), (64,)).at[:, 1].set(0.0)  # alpha_coll = 0: the most
+    most = ppo.progress_weight(zero_coll, _cfg(progress_per_m=0.1, progress_urgency=1.0))
+    np.testing.assert_allclose(np.asarray(most), 0.2, rtol=1e-6)
 
 
 class _Routes(NamedTuple):

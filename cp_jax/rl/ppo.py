@@ -96,6 +96,11 @@ class PPOConfig:
     # to the goal along the route, |arc(position) - arc(goal)|: as "route" up to the goal, and driving
     # past it costs what it paid, so a car whose speed is over the goal speed gains by slowing down).
     progress_along: str = "goal"
+    # Condition-scaled shaping: each agent's progress_per_m is multiplied by
+    # 1 + progress_urgency x (1 - alpha_coll / 3), so a condition that tolerates collisions (aggressive,
+    # alpha_coll 0.2) is paid up to 1 + progress_urgency times more per metre than one that does not
+    # (normal and cautious, 3.0): urgency that risk can buy (0: every condition paid alike).
+    progress_urgency: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -157,6 +162,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
             raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
+        if not self.progress_urgency >= 0.0:
+            raise ValueError(f"PPOConfig.progress_urgency must be >= 0, got {self.progress_urgency}")
         if self.progress_along not in ("goal", "route", "route_goal"):
             raise ValueError(
                 f"PPOConfig.progress_along must be 'goal', 'route' or 'route_goal', got {self.progress_along!r}")
@@ -420,7 +427,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
             else:
                 rew = reward_lib.fixed_reward(out.collided, out.offroad, out.at_goal)
             if cfg.progress_per_m > 0.0:
-                rew = rew + cfg.progress_per_m * progress(state, nxt, scenes, sim, cfg.progress_along, goal)
+                along = progress(state, nxt, scenes, sim, cfg.progress_along, goal)
+                rew = rew + progress_weight(state.cond, cfg) * along
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -474,6 +482,13 @@ def route_to_goal(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Arra
     """[B, A] distance (m) along every agent's lane route from its position to its goal's projection
     on the route, either side of it (0 without a route)."""
     return jnp.abs(route_arc(state, scenes, sim) - goal_arc(scenes, sim))
+
+
+def progress_weight(cond: jax.Array, cfg: PPOConfig) -> jax.Array:
+    """[...] shaping reward per metre of progress for conditions [..., COND_DIM]
+    (PPOConfig.progress_urgency)."""
+    tolerance = 1.0 - conditions.field(cond, "alpha_coll") / conditions.field(conditions.COND_HIGH, "alpha_coll")
+    return cfg.progress_per_m * (1.0 + cfg.progress_urgency * tolerance)
 
 
 def progress(state: SimState, nxt: SimState, scenes: Scenario, sim: SimConfig, along: str,
