@@ -361,6 +361,14 @@ def test_progress_shaping_pays_the_distance_gained(along):
         _cfg(progress_along="lane").validate(SIM)
     with pytest.raises(ValueError, match="progress_urgency"):
         _cfg(progress_urgency=-0.5).validate(SIM)
+    if along == "goal":  # conflict shaping: - risk_penalty x 0.2 / 3 x conflict_risk of the state after each step
+        # (a 10 s horizon: the lone car nears the parked one in the other lane, 4 m to the side, later)
+        risky = dataclasses.replace(plain, risk_penalty=30.0, risk_horizon=10.0)
+        cost = np.asarray(jax.jit(ppo.make_rollout(net, risky, SIM, types.default_params()))(runner, scenes)[-1].reward
+                          - batch.reward)
+        assert np.all(cost <= 1e-6) and np.all(cost[~valid] == 0.0) and cost.min() < -1e-3, cost.min()
+        np.testing.assert_allclose(cost[-1][whole], -2.0 * np.asarray(ppo.conflict_risk(state, scenes, 10.0))[whole],
+                                   atol=1e-5)
     np.testing.assert_allclose(  # "route" and "route_goal" agree until the goal is passed
         np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route"))[whole],
         np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route_goal"))[whole], atol=1e-4)
@@ -375,6 +383,26 @@ def test_progress_urgency_pays_collision_tolerant_conditions_more():
     zero_coll = conditions.sample(jax.random.PRNGKey(0), (64,)).at[:, 1].set(0.0)  # alpha_coll = 0: the most
     most = ppo.progress_weight(zero_coll, _cfg(progress_per_m=0.1, progress_urgency=1.0))
     np.testing.assert_allclose(np.asarray(most), 0.2, rtol=1e-6)
+
+
+def test_conflict_risk_scores_predicted_near_misses():
+    """Head-on at 10 m/s each, 20 m apart: they meet in 1 s of a 2 s horizon (0.5); a car 10 m behind
+    the first at its speed never nears it but meets the oncoming car in 1.5 s (0.25); a parked car
+    50 m away, and an agent out of the world, score 0; the oncoming car left alone scores 0."""
+    xy = jnp.array([[[0.0, 0.0], [20.0, 0.0], [0.0, 50.0], [-10.0, 0.0], [25.0, 0.0]]])
+    state = SimpleNamespace(xy=xy, yaw=jnp.array([[0.0, jnp.pi, 0.0, 0.0, jnp.pi]]),
+                            speed=jnp.array([[10.0, 10.0, 0.0, 10.0, 10.0]]),
+                            alive=jnp.array([[True, True, True, True, False]]))
+    scenes = SimpleNamespace(size=jnp.full((1, 5, 2), 4.5))
+    np.testing.assert_allclose(np.asarray(ppo.conflict_risk(state, scenes, 2.0)), [[0.5, 0.5, 0.0, 0.25, 0.0]],
+                               atol=1e-4)
+    alone = SimpleNamespace(**{**vars(state), "alive": jnp.array([[False, True, True, False, False]])})
+    np.testing.assert_allclose(np.asarray(ppo.conflict_risk(alone, scenes, 2.0)), 0.0, atol=1e-6)
+    styles = jnp.stack([conditions.style(s) for s in ("aggressive", "normal", "cautious")])
+    np.testing.assert_allclose(np.asarray(ppo.risk_weight(styles, _cfg(risk_penalty=0.3))), [0.02, 0.3, 0.3],
+                               rtol=1e-6)
+    with pytest.raises(ValueError, match="risk_penalty"):
+        _cfg(risk_penalty=-1.0).validate(SIM)
 
 
 class _Routes(NamedTuple):

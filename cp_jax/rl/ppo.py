@@ -101,6 +101,12 @@ class PPOConfig:
     # alpha_coll 0.2) is paid up to 1 + progress_urgency times more per metre than one that does not
     # (normal and cautious, 3.0): urgency that risk can buy (0: every condition paid alike).
     progress_urgency: float = 0.0
+    # Training-only conflict shaping: each step, - risk_penalty x (alpha_coll / 3) x conflict_risk of the
+    # state after it (how near the agent comes to another within risk_horizon s if both keep their
+    # velocities), so the collision weight of the condition is felt before the collision, and a
+    # condition that tolerates collisions (aggressive, 0.2) feels little of it (0: none).
+    risk_penalty: float = 0.0
+    risk_horizon: float = 2.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -162,6 +168,9 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
         if not self.progress_per_m >= 0.0:
             raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
+        if not (self.risk_penalty >= 0.0 and self.risk_horizon > 0.0):
+            raise ValueError("PPOConfig.risk_penalty must be >= 0 and risk_horizon > 0, got "
+                             f"{self.risk_penalty}, {self.risk_horizon}")
         if not self.progress_urgency >= 0.0:
             raise ValueError(f"PPOConfig.progress_urgency must be >= 0, got {self.progress_urgency}")
         if self.progress_along not in ("goal", "route", "route_goal"):
@@ -429,6 +438,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
             if cfg.progress_per_m > 0.0:
                 along = progress(state, nxt, scenes, sim, cfg.progress_along, goal)
                 rew = rew + progress_weight(state.cond, cfg) * along
+            if cfg.risk_penalty > 0.0:
+                rew = rew - risk_weight(state.cond, cfg) * conflict_risk(nxt, scenes, cfg.risk_horizon)
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -484,11 +495,39 @@ def route_to_goal(state: SimState, scenes: Scenario, sim: SimConfig) -> jax.Arra
     return jnp.abs(route_arc(state, scenes, sim) - goal_arc(scenes, sim))
 
 
+ALPHA_COLL_MAX = float(conditions.field(conditions.COND_HIGH, "alpha_coll"))  # DESIGN's range U(0, 3)
+
+
 def progress_weight(cond: jax.Array, cfg: PPOConfig) -> jax.Array:
     """[...] shaping reward per metre of progress for conditions [..., COND_DIM]
     (PPOConfig.progress_urgency)."""
-    tolerance = 1.0 - conditions.field(cond, "alpha_coll") / conditions.field(conditions.COND_HIGH, "alpha_coll")
+    tolerance = 1.0 - conditions.field(cond, "alpha_coll") / ALPHA_COLL_MAX
     return cfg.progress_per_m * (1.0 + cfg.progress_urgency * tolerance)
+
+
+def risk_weight(cond: jax.Array, cfg: PPOConfig) -> jax.Array:
+    """[...] conflict-shaping weight for conditions [..., COND_DIM]: risk_penalty x alpha_coll / 3."""
+    return cfg.risk_penalty * conditions.field(cond, "alpha_coll") / ALPHA_COLL_MAX
+
+
+def conflict_risk(state: SimState, scenes: Scenario, horizon: float) -> jax.Array:
+    """[B, A] in [0, 1]: max over the other alive agents of exp(-(d / r)^2) x (1 - t / horizon), where
+    t in [0, horizon] s is when the two centres come closest if both keep their velocities, d (m) how
+    close, and r a quarter of the two lengths' sum (d = r: the boxes overlap; a queue 1.5 m apart
+    scores ~0.001). 0 for agents not in the world."""
+    heading = jnp.stack([jnp.cos(state.yaw), jnp.sin(state.yaw)], -1)
+    vel = state.speed[..., None] * heading  # [B, A, 2]
+    rel_p = state.xy[..., None, :, :] - state.xy[..., :, None, :]  # [B, A, A, 2]: j seen from i
+    rel_v = vel[..., None, :, :] - vel[..., :, None, :]
+    closing = -jnp.sum(rel_p * rel_v, -1) / jnp.maximum(jnp.sum(rel_v * rel_v, -1), 1e-6)
+    t = jnp.clip(closing, 0.0, horizon)
+    d = jnp.linalg.norm(rel_p + rel_v * t[..., None], axis=-1)
+    length = scenes.size[..., 0]
+    r = 0.25 * (length[..., :, None] + length[..., None, :])
+    risk = jnp.exp(-jnp.square(d / jnp.maximum(r, 0.1))) * (1.0 - t / horizon)
+    a = state.alive.shape[-1]
+    pair = state.alive[..., :, None] & state.alive[..., None, :] & ~jnp.eye(a, dtype=bool)
+    return jnp.max(jnp.where(pair, risk, 0.0), axis=-1)
 
 
 def progress(state: SimState, nxt: SimState, scenes: Scenario, sim: SimConfig, along: str,
