@@ -223,6 +223,27 @@ def test_lstm_policy_trains_and_evaluates():
     assert int(r["controlled"].sum()) == 4
 
 
+def test_evaluate_counts_at_fault_and_mixes_styles():
+    """A car 0.5 m behind a stopped one at 10 m/s hits it in the first step whatever it does: both
+    collide, the one behind is at fault. evaluate_mixed: every agent drives under each of the K
+    conditions once, so with K equal conditions each one's rates are the plain evaluation's."""
+    rear = straight_road([(10.0, -2.0, 0.0, 10.0), (15.0, -2.0, 0.0, 0.0)], goals=[(90.0, -2.0), (95.0, -2.0)])
+    bank = make_bank([rear, rear], SIM)
+    net = networks.ActorCritic(NET)
+    net_params = ppo.init(net, _cfg(), SIM, jax.random.PRNGKey(0), bank).params
+    normal = jnp.tile(conditions.style("normal"), (SIM.max_agents, 1))
+    res = ppo.evaluate(net, net_params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(1),
+                       at_fault=True)
+    np.testing.assert_array_equal(np.asarray(res["controlled"])[:, :2], True)
+    np.testing.assert_array_equal(np.asarray(res["collision"])[:, :2], True)
+    np.testing.assert_array_equal(np.asarray(res["at_fault"])[:, :2], [[True, False]] * 2)
+    assert ppo.summarise(res)["at_fault"] == 0.5 and "at_fault" not in ppo.summarise(
+        {k: v for k, v in res.items() if k != "at_fault"})
+    mixed = ppo.evaluate_mixed(net, net_params, bank, jnp.stack([conditions.style("normal")] * 2),
+                               types.default_params(), SIM, jax.random.PRNGKey(1))
+    assert mixed == [ppo.summarise(res)] * 2
+
+
 def test_sampled_goal_radius_range():
     cond = ppo.sample_conditions(jax.random.PRNGKey(0), (64, 4), _cfg(goal_radius_range=(2.0, 3.0)))
     radius = np.asarray(cond[..., 0])

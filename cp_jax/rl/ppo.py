@@ -721,15 +721,53 @@ def evaluate(
     sim: SimConfig,
     key: jax.Array,
     greedy: bool = True,
+    at_fault: bool = False,
 ) -> dict[str, jax.Array]:
     """One episode on every scene of the bank, every controllable agent driven by the policy under
     cond [COND_DIM]. Returns per-agent outcome masks [N, A] ("goal", "collision", "offroad",
-    "timeout"), "controlled" [N, A] and "mean_speed" [N, A] (|speed| averaged over alive steps)."""
+    "timeout"), "controlled" [N, A] and "mean_speed" [N, A] (|speed| averaged over alive steps);
+    with at_fault also "at_fault" [N, A]: the agent caused its collision (the benchmark's classifier,
+    cp_jax.bench.metrics.at_fault, applied to every agent as the ego)."""
     n = jax.tree.leaves(bank)[0].shape[0]
-    run = _evaluator(net.cfg, sim, greedy)
-    final, controlled, speed = run(net_params, bank, jnp.asarray(cond, jnp.float32), params, jax.random.split(key, n))
+    run = _evaluator(net.cfg, sim, greedy, at_fault)
+    final, controlled, speed, fault = run(net_params, bank, jnp.asarray(cond, jnp.float32), params,
+                                          jax.random.split(key, n))
     out = {k: v & controlled for k, v in metrics.outcomes(final).items()}
+    if at_fault:
+        out["at_fault"] = fault & controlled
     return dict(out, controlled=controlled, mean_speed=speed)
+
+
+def evaluate_mixed(
+    net: networks.ActorCritic,
+    net_params,
+    bank: Scenario,
+    conds: jax.Array,
+    params: SimParams,
+    sim: SimConfig,
+    key: jax.Array,
+    greedy: bool = True,
+    at_fault: bool = True,
+) -> list[dict[str, float]]:
+    """The K conditions conds [K, COND_DIM] mixed in every world: in rotation r = 0..K-1 agent i
+    drives under conds[(i + r) % K], so every agent drives under every condition once and each
+    condition meets the same mix of traffic. -> K summaries (as `summarise`) over the agents under
+    each condition. Unlike one evaluate() per condition, where every agent shares it and the world
+    changes with it (fast conditions clear their worlds sooner), this compares the conditions
+    themselves."""
+    conds = np.asarray(conds, np.float32)
+    k = conds.shape[0]
+    per = [dict() for _ in range(k)]
+    for r in range(k):
+        which = (np.arange(sim.max_agents) + r) % k
+        res = jax.device_get(evaluate(net, net_params, bank, jnp.asarray(conds[which]), params, sim, key, greedy,
+                                      at_fault))
+        for j in range(k):
+            mask = np.asarray(res["controlled"]) & (which == j)[None]
+            part = {name: np.where(mask, np.asarray(v), 0) for name, v in res.items() if name != "controlled"}
+            for name, v in dict(part, controlled=mask).items():
+                per[j][name] = np.concatenate([per[j][name], v]) if name in per[j] else v
+    return [summarise(p) for p in per]
 
 
 def summarise(result: dict[str, jax.Array]) -> dict[str, float]:
@@ -738,15 +776,17 @@ def summarise(result: dict[str, jax.Array]) -> dict[str, float]:
     result = jax.device_get(result)
     ctrl = np.asarray(result["controlled"])
     n = max(int(ctrl.sum()), 1)
-    out = {k: float(np.asarray(result[k]).sum() / n) for k in metrics.OUTCOMES}
+    out = {k: float(np.asarray(result[k]).sum() / n) for k in (*metrics.OUTCOMES, "at_fault") if k in result}
     out["mean_speed"] = float(np.asarray(result["mean_speed"])[ctrl].mean()) if ctrl.any() else 0.0
     out["agents"] = int(ctrl.sum())
     return out
 
 
 @functools.lru_cache(maxsize=16)
-def _evaluator(net_cfg: networks.NetConfig, sim: SimConfig, greedy: bool):
-    """evaluate()'s compiled body, one per (network, sim config, greedy)."""
+def _evaluator(net_cfg: networks.NetConfig, sim: SimConfig, greedy: bool, at_fault: bool = False):
+    """evaluate()'s compiled body, one per (network, sim config, greedy, at_fault)."""
+    from cp_jax.bench import metrics as bench_metrics  # the benchmark's at-fault classifier
+
     net = networks.ActorCritic(net_cfg)
 
     def one(net_params, scenario, cond, params, k):
@@ -759,11 +799,16 @@ def _evaluator(net_cfg: networks.NetConfig, sim: SimConfig, greedy: bool):
             logits, _, carry = net.apply(net_params, env.observe(s, scenario, sim), carry)
             action = dist.greedy(logits) if greedy else dist.sample(k_act, logits)
             s_next, _ = env.step(s, action, scenario, params, sim)
-            return (s_next, carry), (s.alive, jnp.abs(s.speed))
+            return (s_next, carry), (s if at_fault else (s.alive, s.speed))
 
         carry0 = networks.initial_carry(net.cfg, (sim.max_agents,))
-        (final, _), (alive, speed) = jax.lax.scan(body, (s0, carry0), None, length=sim.episode_steps)
-        mean_speed = jnp.sum(jnp.where(alive, speed, 0.0), 0) / jnp.maximum(alive.sum(0), 1)
-        return final, s0.controller == types.POLICY, mean_speed
+        (final, _), states = jax.lax.scan(body, (s0, carry0), None, length=sim.episode_steps)
+        alive, speed = (states.alive, states.speed) if at_fault else states
+        mean_speed = jnp.sum(jnp.where(alive, jnp.abs(speed), 0.0), 0) / jnp.maximum(alive.sum(0), 1)
+        fault = None
+        if at_fault:
+            rec = bench_metrics.record_from_states(bench_metrics.stack_states(states, final), final)
+            fault = jax.vmap(lambda i: bench_metrics.at_fault(rec, scenario, i, sim))(jnp.arange(sim.max_agents))
+        return final, s0.controller == types.POLICY, mean_speed, fault
 
     return jax.jit(jax.vmap(one, in_axes=(None, 0, None, None, 0)))
