@@ -39,6 +39,7 @@ def get_config() -> ml_collections.ConfigDict:
         norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
         goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
         style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
+        shared_style_frac=0.0,  # share of episodes where every agent shares one named style (ppo.PPOConfig)
         # Training-only shaping (ppo.PPOConfig): reward per metre of progress towards the goal along
         # the lane route ("route_goal"; "route": arc gained, paid past the goal too; "goal": straight
         # line); 0 is the paper's reward alone. The shipped anchor (b24) trained with these, so

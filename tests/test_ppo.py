@@ -244,6 +244,20 @@ def test_evaluate_counts_at_fault_and_mixes_styles():
     assert mixed == [ppo.summarise(res)] * 2
 
 
+def test_shared_style_episodes_give_every_agent_one_named_style():
+    cfg = _cfg(style_frac=0.5, shared_style_frac=0.5)
+    cond = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(0), (400, 6), cfg))
+    named = np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES])
+    shared = np.all(cond == cond[:, :1], axis=(1, 2))  # episodes whose agents all share one condition
+    assert 0.42 < shared.mean() < 0.58
+    assert all(any(np.array_equal(c, n) for n in named) for c in cond[shared, 0])
+    assert len({tuple(c) for c in cond[shared, 0]}) == len(named)  # every retry style drawn
+    off = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(0), (400, 6), _cfg(style_frac=0.5)))
+    assert not np.any(np.all(off == off[:, :1], axis=(1, 2)))  # per-agent draws alone: no such episode
+    with pytest.raises(ValueError, match="shared_style_frac"):
+        _cfg(shared_style_frac=1.5).validate(SIM)
+
+
 def test_sampled_goal_radius_range():
     cond = ppo.sample_conditions(jax.random.PRNGKey(0), (64, 4), _cfg(goal_radius_range=(2.0, 3.0)))
     radius = np.asarray(cond[..., 0])

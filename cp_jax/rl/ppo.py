@@ -85,6 +85,10 @@ class PPOConfig:
     # Share of agents whose episode condition is one of the five named retry styles (2 m evaluation
     # goal radius) instead of a uniform sample (0: DESIGN's uniform sampling only).
     style_frac: float = 0.0
+    # Share of episodes (envs) in which every agent drives under the same one of the five retry
+    # styles, drawn per episode: worlds of one style, as the per-style self-play evaluation builds
+    # them (per-agent sampling alone never makes one). 0: off.
+    shared_style_frac: float = 0.0
     # Training-only progress shaping added to every policy agent's reward: progress_per_m x (distance
     # to goal before the step - after it), so a whole approach pays about progress_per_m x the start
     # distance (0: the paper's reward only). The benchmark and the evaluations never see it.
@@ -166,6 +170,8 @@ class PPOConfig:
                              "compiled out of step() without it)")
         if not 0.0 <= self.style_frac <= 1.0:
             raise ValueError(f"PPOConfig.style_frac must be in [0, 1], got {self.style_frac}")
+        if not 0.0 <= self.shared_style_frac <= 1.0:
+            raise ValueError(f"PPOConfig.shared_style_frac must be in [0, 1], got {self.shared_style_frac}")
         if not self.progress_per_m >= 0.0:
             raise ValueError(f"PPOConfig.progress_per_m must be >= 0, got {self.progress_per_m}")
         if not (self.risk_penalty >= 0.0 and self.risk_horizon > 0.0):
@@ -234,11 +240,19 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 
 
 def sample_conditions(key: jax.Array, shape: tuple[int, ...], cfg: PPOConfig) -> jax.Array:
-    """Conditions [*shape, COND_DIM]: sampled per agent (conditioned) or the fixed style; with
-    cfg.style_frac > 0 that share of agents gets one of the five retry styles instead."""
+    """Conditions [*shape, COND_DIM] (shape ends with the agent axis): sampled per agent (conditioned)
+    or the fixed style; with cfg.style_frac > 0 that share of agents gets one of the five retry styles
+    instead; with cfg.shared_style_frac > 0 that share of episodes (the axes before the agents') gets
+    one retry style for all its agents."""
+    styles = jnp.asarray(np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES]))
+    if cfg.conditioned and cfg.shared_style_frac > 0.0:
+        key, k_use, k_which = jax.random.split(key, 3)
+        cond = sample_conditions(key, shape, dataclasses.replace(cfg, shared_style_frac=0.0))
+        named = styles[jax.random.randint(k_which, shape[:-1], 0, len(conditions.RETRY_STYLES))]
+        use = jax.random.uniform(k_use, shape[:-1]) < cfg.shared_style_frac
+        return jnp.where(use[..., None, None], named[..., None, :], cond)
     if cfg.conditioned and cfg.style_frac > 0.0:
         key, k_use, k_which = jax.random.split(key, 3)
-        styles = jnp.asarray(np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES]))
         named = styles[jax.random.randint(k_which, shape, 0, len(conditions.RETRY_STYLES))]
         use = jax.random.uniform(k_use, shape) < cfg.style_frac
         sampled = sample_conditions(key, shape, dataclasses.replace(cfg, style_frac=0.0))
