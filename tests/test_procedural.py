@@ -89,6 +89,21 @@ def test_generation_is_deterministic():
     assert a.log_xy.shape != c.log_xy.shape or not np.allclose(a.log_xy, c.log_xy)
 
 
+def test_max_objects_drops_the_last_agents_of_a_scene_that_does_not_fit():
+    """narrow_passage seed 100286 parks 5 cars beside 12 agents: 17 objects, which 16 slots cannot
+    build. Capped at 16 it keeps the parked cars and 11 agents and builds; a scene that fits is
+    unchanged."""
+    full = generator.generate(100286, "narrow_passage", 12)
+    capped = generator.generate(100286, "narrow_passage", 12, max_objects=16)
+    assert full.num_objects == 17 and capped.num_objects == 16
+    np.testing.assert_array_equal(capped.log_xy[11:], full.log_xy[12:])  # the same 5 parked cars, last
+    build_scenario(capped, types.SimConfig(max_agents=16))
+    with pytest.raises(ValueError, match="17 objects > SimConfig.max_agents=16"):
+        build_scenario(full, types.SimConfig(max_agents=16))
+    fits = generator.generate(3, "t_junction", num_agents=6, max_objects=16)
+    np.testing.assert_array_equal(fits.log_xy, generator.generate(3, "t_junction", num_agents=6).log_xy)
+
+
 def test_unknown_kind():
     with pytest.raises(ValueError, match="unknown procedural kind"):
         generator.generate(0, "spaghetti_junction")

@@ -56,7 +56,7 @@ def procedural_suite(
     split_seed: int = 0, cache_dir: str = "~/.cache/cp_jax/scenes",
 ) -> Suite:
     """num_scenes procedural scenes and both splits of num_pairs pairs each."""
-    raws = bank_lib.procedural_scenes(num_scenes, seed, agents)
+    raws = bank_lib.procedural_scenes(num_scenes, seed, agents, max_objects=cfg.max_agents)
     names, bank = bank_lib.cached_procedural_bank(cache_dir, num_scenes, seed, agents, cfg)
     pairs = splits_lib.score_scenes(raws)
     made = {"interactive": splits_lib.interactive_split(pairs, num_pairs),

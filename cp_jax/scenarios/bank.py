@@ -20,12 +20,14 @@ from cp_jax.sim.types import Scenario, SimConfig
 
 
 def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None,
-                      first: int = 0) -> list[RawScene]:
+                      first: int = 0, max_objects: int | None = None) -> list[RawScene]:
     """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: all)
     from kind number `first`: the scenes first .. first + num_scenes - 1 of a longer such sequence
-    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first."""
+    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects:
+    generator.generate's cap (e.g. SimConfig.max_agents)."""
     kinds = tuple(kinds or layouts.LAYOUT_KINDS)
-    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents) for i in range(num_scenes)]
+    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents, max_objects=max_objects)
+            for i in range(num_scenes)]
 
 
 def make_bank(raws: list[RawScene], cfg: SimConfig) -> Scenario:
@@ -55,7 +57,7 @@ def cached_procedural_bank(
     if not os.path.exists(os.path.join(folder, "sim_config.json")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
-        raws = procedural_scenes(num_scenes, seed, num_agents, first=first)
+        raws = procedural_scenes(num_scenes, seed, num_agents, first=first, max_objects=cfg.max_agents)
         cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
         try:
             os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name

@@ -129,13 +129,16 @@ def generate(
     num_agents: int = 12,
     log_steps: int = 91,
     max_rounds: int = 6,
+    max_objects: int | None = None,
 ) -> RawScene:
     """A procedural RawScene. kind: one of layouts.LAYOUT_KINDS, or None for a seeded choice.
 
     The IDM run starts WARMUP_STEPS before the log, so the hard braking of agents that were placed
     too fast for their situation happens before the log. Agents that collide or leave the road in
     the run are dropped (those that yield first, half the offenders per round; after max_rounds
-    all of them) and the run is repeated until it is clean.
+    all of them) and the run is repeated until it is clean. max_objects: when the clean scene still
+    holds more objects (agents + parked cars: a narrow passage parks up to 5) than that, the last
+    placed agents are dropped and the runs repeated (scenes that fit are unchanged).
     """
     rng = np.random.default_rng(seed)
     kind = kind or str(rng.choice(layouts.LAYOUT_KINDS))
@@ -147,6 +150,16 @@ def generate(
     total = log_steps + WARMUP_STEPS
     tl = tl_program(layout, total, rng)
     name = f"{kind}_{seed}"
+    raw, logs, agents, desired = _clean_run(layout, agents, desired, tl, total, name, max_rounds)
+    if max_objects is not None and raw.num_objects > max_objects:
+        keep = max(max_objects - len(layout.parked), 0)
+        raw, logs, agents, desired = _clean_run(layout, agents[:keep], desired[:keep], tl, total, name, max_rounds)
+    return _trim(_with_logs(raw, len(agents), *logs), WARMUP_STEPS)
+
+
+def _clean_run(layout, agents, desired, tl, total, name, max_rounds):
+    """generate()'s IDM runs until no agent collides or leaves the road. -> (raw, (xy, yaw, speed)
+    of the last run, agents, desired speeds)."""
     for round_ in range(10 * max_rounds):
         raw = _assemble(layout, agents, list(layout.parked), tl, total, name)
         cfg = _sizing(raw.num_objects, layout, total)
@@ -162,7 +175,7 @@ def generate(
         drop = set(order if round_ >= max_rounds else order[: max(1, len(bad) // 2)])
         agents = [a for i, a in enumerate(agents) if i not in drop]
         desired = [d for i, d in enumerate(desired) if i not in drop]
-    return _trim(_with_logs(raw, len(agents), xy, yaw, speed), WARMUP_STEPS)
+    return raw, (xy, yaw, speed), agents, desired
 
 
 def _trim(raw: RawScene, start: int) -> RawScene:
