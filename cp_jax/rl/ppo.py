@@ -771,17 +771,19 @@ def evaluate_mixed(
     themselves."""
     conds = np.asarray(conds, np.float32)
     k = conds.shape[0]
-    per = [dict() for _ in range(k)]
-    for r in range(k):
-        which = (np.arange(sim.max_agents) + r) % k
-        res = jax.device_get(evaluate(net, net_params, bank, jnp.asarray(conds[which]), params, sim, key, greedy,
-                                      at_fault))
-        for j in range(k):
-            mask = np.asarray(res["controlled"]) & (which == j)[None]
-            part = {name: np.where(mask, np.asarray(v), 0) for name, v in res.items() if name != "controlled"}
-            for name, v in dict(part, controlled=mask).items():
-                per[j][name] = np.concatenate([per[j][name], v]) if name in per[j] else v
-    return [summarise(p) for p in per]
+    which = [(np.arange(sim.max_agents) + r) % k for r in range(k)]  # rotation r: agent -> condition
+    runs = [jax.device_get(evaluate(net, net_params, bank, jnp.asarray(conds[w]), params, sim, key, greedy, at_fault))
+            for w in which]
+    out = []
+    for j in range(k):  # condition j's agents in every rotation, the rotations' worlds stacked
+        parts = [_only(res, np.asarray(res["controlled"]) & (w == j)[None]) for res, w in zip(runs, which, strict=True)]
+        out.append(summarise({name: np.concatenate([p[name] for p in parts]) for name in parts[0]}))
+    return out
+
+
+def _only(result: dict, mask: np.ndarray) -> dict:
+    """evaluate()'s per-agent arrays [N, A] kept where mask [N, A], zero elsewhere; mask as "controlled"."""
+    return {name: np.where(mask, np.asarray(v), 0) for name, v in result.items()} | {"controlled": mask}
 
 
 def summarise(result: dict[str, jax.Array]) -> dict[str, float]:
