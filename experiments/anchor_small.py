@@ -47,6 +47,7 @@ def get_config() -> ml_collections.ConfigDict:
         progress_per_m=0.08, progress_along="route_goal",
         progress_urgency=0.0,  # > 0: collision-tolerant conditions paid more per metre (ppo.PPOConfig)
         risk_penalty=0.0, risk_horizon=2.0,  # > 0: conflict shaping weighted by the condition's alpha_coll
+        collision_gain=0.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)

@@ -466,3 +466,30 @@ def test_route_arc_follows_the_route():
     np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route"))[0, 0], 3.0, atol=1e-5)
     np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route_goal"))[0, 0], -3.0,
                                atol=1e-5)
+
+
+def test_collision_gain_charges_a_collision_by_the_condition():
+    """collision_gain adds - gain x alpha_coll exactly on the steps where a policy agent collides:
+    two cars 6 m apart head-on at 8 m/s meet within the 10-step rollout; a lone car far behind
+    never collides, so it is charged nothing."""
+    scene = straight_road([(10.0, -2.0, 0.0, 8.0), (16.0, -2.0, np.pi, 8.0), (-60.0, 2.0, np.pi, 5.0)],
+                          goals=[(40.0, -2.0), (-10.0, -2.0), (-80.0, 2.0)], name="head_on")
+    bank, net = make_bank([scene], SIM), networks.ActorCritic(NET)
+    plain = _cfg(num_envs=2)
+    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(0), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+    rewards = {}
+    for gain in (0.0, 2.0):
+        cfg = dataclasses.replace(plain, collision_gain=gain)
+        rewards[gain] = np.asarray(jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(
+            runner, scenes)[-1].reward)
+    extra = rewards[2.0] - rewards[0.0]  # [T, B, A]
+    hit = extra < -1e-6
+    assert hit[:, :, :2].any(0).all(), hit.any(0)  # both head-on cars are charged, in both envs
+    assert not hit[:, :, 2].any()
+    # charged once each (removed on the collision), by 2 x its own episode alpha_coll
+    np.testing.assert_array_equal(hit[:, :, :2].sum(0), 1)
+    alpha = np.asarray(conditions.field(runner.env.cond, "alpha_coll"))[:, :2]  # [B, 2]
+    np.testing.assert_allclose(extra[:, :, :2].sum(0), -2.0 * alpha, rtol=1e-5)
+    with pytest.raises(ValueError, match="collision_gain"):
+        _cfg(collision_gain=-1.0).validate(SIM)

@@ -111,6 +111,11 @@ class PPOConfig:
     # condition that tolerates collisions (aggressive, 0.2) feels little of it (0: none).
     risk_penalty: float = 0.0
     risk_horizon: float = 2.0
+    # Training-only collision weight: a policy agent's collision also costs collision_gain x alpha_coll
+    # of its condition, so the collision term reads -((1 + gain) alpha_coll + 0.1 |v|): the condition's
+    # collision weight, which barely moves the return beside the goal and the progress shaping, is
+    # made to matter (aggressive, 0.2, pays little more; normal and cautious, 3.0, pay 3 x gain more).
+    collision_gain: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -179,6 +184,8 @@ class PPOConfig:
                              f"{self.risk_penalty}, {self.risk_horizon}")
         if not self.progress_urgency >= 0.0:
             raise ValueError(f"PPOConfig.progress_urgency must be >= 0, got {self.progress_urgency}")
+        if not self.collision_gain >= 0.0:
+            raise ValueError(f"PPOConfig.collision_gain must be >= 0, got {self.collision_gain}")
         if self.progress_along not in ("goal", "route", "route_goal"):
             raise ValueError(
                 f"PPOConfig.progress_along must be 'goal', 'route' or 'route_goal', got {self.progress_along!r}")
@@ -454,6 +461,8 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
                 rew = rew + progress_weight(state.cond, cfg) * along
             if cfg.risk_penalty > 0.0:
                 rew = rew - risk_weight(state.cond, cfg) * conflict_risk(nxt, scenes, cfg.risk_horizon)
+            if cfg.collision_gain > 0.0:
+                rew = rew - cfg.collision_gain * conditions.field(state.cond, "alpha_coll") * out.collided
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
