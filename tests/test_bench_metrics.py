@@ -182,6 +182,7 @@ def test_clean_episode_scores_100_and_outcomes_partition():
     for key in ("comfort", "lane_align", "lane_center"):
         assert m[key] == pytest.approx(1.0, abs=1e-3)
     assert m["score"] == pytest.approx(100.0, abs=0.1)
+    assert m["mean_speed"] == pytest.approx(10.0, abs=1e-3)  # it keeps its 10 m/s
     # A collision: score 0, exactly one outcome.
     sc, rec = simulate([(50, -2, 0, 10), (60, -2, np.pi, 10)])
     _, _, m = evaluate(sc, rec, 0)
@@ -191,6 +192,7 @@ def test_clean_episode_scores_100_and_outcomes_partition():
     sc, rec = simulate([(10, -2, 0, 5)])
     _, _, m = evaluate(sc, rec, 0)
     assert m["timeout"] == 1.0 and m["score"] == 0.0
+    assert m["mean_speed"] == pytest.approx(5.0, abs=1e-3)
 
 
 def test_offroad_outcome_and_collision_wins_a_tie():

@@ -49,6 +49,8 @@ row t-1, i.e. it moved in that step (the removing step included, steps after rem
   (assumed) lane boundary or beyond;
 th and x from `geometry.lane_frame` in row t; lane_align and lane_center average the driven steps
 with a lane nearby only. With no such step a sub-score is 1 (nothing to penalise).
+mean_speed (m/s, not a score) = mean |speed| of the ego in rows t over its driven steps: with the
+outcomes it shows what an ego style changes (Table IV).
 
 `episode_metrics` returns float32 scalars (0/1 for the flags), so means over episodes are rates:
 goal, timeout, collision, offroad = the ego's outcome by first event (`cp_jax.sim.metrics.outcomes`:
@@ -86,7 +88,7 @@ COMFORT_JERK = 5.0  # m/s^3, either axis
 
 METRIC_KEYS = (
     "goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad",
-    "comfort", "lane_align", "lane_center", "clean", "score",
+    "comfort", "lane_align", "lane_center", "mean_speed", "clean", "score",
 )
 
 
@@ -227,13 +229,15 @@ def episode_metrics(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg:
         (rec.goal_t[ego] < INF_T) & (rec.first_collision_t[ego] == INF_T) & (rec.first_offroad_t[ego] == INF_T)
     )
     sub = subscores(rec, scenario, ego, cfg)
+    driven = rec.alive[:-1, ego]
+    speed = jnp.sum(jnp.where(driven, jnp.abs(rec.speed[1:, ego]), 0.0)) / jnp.maximum(jnp.sum(driven), 1)
     flags = dict(
         goal=out["goal"], timeout=out["timeout"], collision=out["collision"],
         at_fault=out["collision"] & fault, non_at_fault=out["collision"] & ~fault,
         offroad=out["offroad"], clean=clean,
     )
     metrics = {k: v.astype(jnp.float32) for k, v in flags.items()}
-    metrics.update(sub)
+    metrics.update(sub, mean_speed=speed)
     mean_sub = (sub["comfort"] + sub["lane_align"] + sub["lane_center"]) / 3.0
     metrics["score"] = 100.0 * metrics["clean"] * mean_sub
     return {k: metrics[k] for k in METRIC_KEYS}

@@ -2,14 +2,15 @@
 
 An episode record is a flat dict: policy, split, regime, ego_style, seed, scene_id, ego, and the
 metrics of `cp_jax.bench.metrics.episode_metrics` (goal, timeout, collision, at_fault, non_at_fault,
-offroad, comfort, lane_align, lane_center, clean, score) plus ego_controlled. Episodes whose ego
+offroad, comfort, lane_align, lane_center, mean_speed, clean, score) plus ego_controlled. Episodes whose ego
 could not be controlled (it starts overlapping another object or inside its goal radius; it would
 replay its log) are excluded from every rate and counted in `n_excluded`.
 
 Summary record, one per policy x split x regime x ego style (`summarise`): score and score_std
 (0-100; the mean over pairs per seed, then mean and standard deviation over seeds), goal, timeout,
 collision, at_fault, non_at_fault, offroad (fractions over all episodes of all seeds), comfort,
-lane_align, lane_center, n_pairs, seeds, n_excluded.
+lane_align, lane_center, mean_speed (the ego's, m/s; absent from records written before it
+existed), n_pairs, seeds, n_excluded.
 
 Tables (Markdown):
 - I: score +- std per regime and their mean, one block per split, one row per policy;
@@ -17,7 +18,8 @@ Tables (Markdown):
   non-at-fault / off-road) and, for every other policy, the share of the reference's completed
   episodes it retains and the share of each reference failure kind it repairs (completes), matched
   episode by episode on (split, regime, ego style, seed, scene, ego);
-- IV: score and at-fault rate per ego style (mean over regimes), per split.
+- IV: score, at-fault and collision rates, goal and timeout rates and the ego's mean speed per ego
+  style (mean over regimes), per split: what the style changes, the traffic held fixed.
 
 Over post-training seeds (runs named METHOD_sSEED, `method_of`): `method_tables` (Tables I and III),
 `variant_table` (Tables II and V: chosen methods' score, at-fault, off-road, goal and timeout rates)
@@ -36,7 +38,7 @@ import numpy as np
 RATES = ("goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad")
 SUBSCORES = ("comfort", "lane_align", "lane_center")
 SUMMARY_KEYS = ("policy", "split", "regime", "ego_style", "score", "score_std", *RATES, *SUBSCORES,
-                "n_pairs", "seeds", "n_excluded")
+                "mean_speed", "n_pairs", "seeds", "n_excluded")
 FAILURES = ("timeout", "at_fault", "non_at_fault", "offroad")
 
 
@@ -57,8 +59,8 @@ def summarise(records: list[dict]) -> list[dict]:
         row = dict(policy=policy, split=split, regime=regime, ego_style=style,
                    score=float(np.mean(seed_scores)) if seed_scores else float("nan"),
                    score_std=float(np.std(seed_scores)) if seed_scores else float("nan"))
-        for k in (*RATES, *SUBSCORES):
-            row[k] = float(np.mean([float(r[k]) for r in kept])) if kept else float("nan")
+        for k in (*RATES, *SUBSCORES, "mean_speed"):
+            row[k] = float(np.mean([float(r.get(k, "nan")) for r in kept])) if kept else float("nan")
         row["n_pairs"] = len({(r["scene_id"], r["ego"]) for r in kept})
         row["seeds"] = sorted(int(s[0]) for s in by_seed)
         row["n_excluded"] = len(rs) - len(kept)
@@ -143,13 +145,17 @@ def table_iii(records: list[dict], reference: str) -> str:
 
 
 def table_iv(summary: list[dict]) -> str:
-    """Score and at-fault rate per ego style, mean over the regimes run, per split."""
+    """Score, at-fault and all collisions, goal, timeout and the ego's mean speed per ego style, mean
+    over the regimes run, per split."""
     lines = ["**Table IV** — score and at-fault collision rate (%) per ego style, mean over regimes", "",
-             "| policy | split | ego style | score | at-fault % | goal % | timeout % |", "|---" * 7 + "|"]
+             "| policy | split | ego style | score | at-fault % | collision % | goal % | timeout % | speed m/s |",
+             "|---" * 9 + "|"]
+    keys = ("score", "at_fault", "collision", "goal", "timeout", "mean_speed")
     for (policy, split, style), rows in _group(summary, ("policy", "split", "ego_style")).items():
-        m = {k: float(np.mean([r[k] for r in rows])) for k in ("score", "at_fault", "goal", "timeout")}
+        m = {k: float(np.mean([r.get(k, np.nan) for r in rows])) for k in keys}
         lines.append(f"| {policy} | {split} | {style} | {m['score']:.2f} | {100 * m['at_fault']:.2f} | "
-                     f"{100 * m['goal']:.1f} | {100 * m['timeout']:.1f} |")
+                     f"{100 * m['collision']:.2f} | {100 * m['goal']:.1f} | {100 * m['timeout']:.1f} | "
+                     f"{m['mean_speed']:.2f} |")
     return "\n".join(lines)
 
 
