@@ -491,5 +491,8 @@ def test_collision_gain_charges_a_collision_by_the_condition():
     np.testing.assert_array_equal(hit[:, :, :2].sum(0), 1)
     alpha = np.asarray(conditions.field(runner.env.cond, "alpha_coll"))[:, :2]  # [B, 2]
     np.testing.assert_allclose(extra[:, :, :2].sum(0), -2.0 * alpha, rtol=1e-5)
+    fixed = dataclasses.replace(plain, conditioned=False, collision_gain=2.0)  # the fixed reward: no gain
+    batch = jax.jit(ppo.make_rollout(net, fixed, SIM, types.default_params()))(runner, scenes)[-1]
+    assert float(batch.reward.min()) >= -0.5 - 1e-6
     with pytest.raises(ValueError, match="collision_gain"):
         _cfg(collision_gain=-1.0).validate(SIM)

@@ -115,6 +115,7 @@ class PPOConfig:
     # of its condition, so the collision term reads -((1 + gain) alpha_coll + 0.1 |v|): the condition's
     # collision weight, which barely moves the return beside the goal and the progress shaping, is
     # made to matter (aggressive, 0.2, pays little more; normal and cautious, 3.0, pay 3 x gain more).
+    # Conditioned training only: the non-conditioned baseline keeps its fixed reward.
     collision_gain: float = 0.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
@@ -461,7 +462,7 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
                 rew = rew + progress_weight(state.cond, cfg) * along
             if cfg.risk_penalty > 0.0:
                 rew = rew - risk_weight(state.cond, cfg) * conflict_risk(nxt, scenes, cfg.risk_horizon)
-            if cfg.collision_gain > 0.0:
+            if cfg.conditioned and cfg.collision_gain > 0.0:
                 rew = rew - cfg.collision_gain * conditions.field(state.cond, "alpha_coll") * out.collided
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
