@@ -67,19 +67,23 @@ def critic_and_actor(pol, bank, style: str, other: np.ndarray) -> dict:
             s1, _ = env.step(s, action, scenario, params, sim)
             return s1, (v_style, v_other, kl, action != dist.greedy(logits_o), s.alive)
 
-        return jax.lax.scan(body, env.reset(scenario, key, cond, sim), None, length=sim.episode_steps)
+        s0 = env.reset(scenario, key, cond, sim)
+        final, rows = jax.lax.scan(body, s0, None, length=sim.episode_steps)
+        return final, rows, s0.controller == types.POLICY
 
     n = jax.tree.leaves(bank)[0].shape[0]
-    final, (v_style, v_other, kl, changed, alive) = jax.device_get(
+    final, (v_style, v_other, kl, changed, alive), driven = jax.device_get(
         jax.jit(jax.vmap(episode))(bank, jax.random.split(jax.random.PRNGKey(0), n)))
-    ctrl = np.asarray(bank.controllable)
-    live = alive & ctrl[:, None, :]
-    collided = np.asarray(metrics.outcomes(final)["collision"]) & ctrl
+    live = alive & driven[:, None, :]  # agents the policy drives (not those env.reset hands to log replay)
+    collided = np.asarray(metrics.outcomes(final)["collision"]) & driven
     t_hit = np.asarray(final.first_collision_t)[:, None, :]
     t = np.arange(live.shape[1])[None, :, None]
     before = live & collided[:, None, :] & (t >= t_hit - PRE_COLLISION_STEPS) & (t < t_hit)
     out = {}
     for name, m in (("before_collision", before), ("elsewhere", live & ~before)):
+        if not m.any():  # no collision at all: nothing to compare
+            out[name] = dict(steps=0, v_style=None, v_other=None, kl=None, greedy_changed=None)
+            continue
         out[name] = dict(steps=int(m.sum()), v_style=float(v_style[m].mean()), v_other=float(v_other[m].mean()),
                          kl=float(kl[m].mean()), greedy_changed=float(changed[m].mean()))
     return out
@@ -99,6 +103,9 @@ def main():
     values = [float(v) for v in args.values.split(",")]
 
     pol = saved.load(args.policy)
+    if pol.net.cfg.lstm:
+        raise SystemExit(f"{args.policy}: an LSTM policy (NetConfig.lstm={pol.net.cfg.lstm}); this script runs "
+                         "feed-forward policies only")
     _, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, args.seed, 12, pol.sim)
     rows = sweep(pol, bank, args.style, args.field, values)
     print(f"{args.policy} under {args.style}, {args.field} swept ({args.scenes} scenes):")
@@ -108,6 +115,9 @@ def main():
     style_value = float(conditions.field(conditions.STYLES[args.style], args.field))
     print(f"critic and actor, {args.field} {style_value:g} (the style) vs {values[0]:g}:")
     for name, r in seen.items():
+        if not r["steps"]:
+            print(f"  {name:17s}      0 steps")
+            continue
         print(f"  {name:17s} {r['steps']:6d} steps  V {r['v_style']:.3f} vs {r['v_other']:.3f}  "
               f"KL {r['kl']:.4f}  greedy action changed {r['greedy_changed']:.3f}")
     if args.json:

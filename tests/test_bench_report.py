@@ -104,14 +104,17 @@ def test_variant_and_deployment_tables_average_regimes_then_runs():
 
 def test_table_iv_reports_collisions_and_speed_per_ego_style():
     """Each style's row: the mean over regimes of its summary rows; mean_speed averages the episodes."""
-    recs = [dict(_rec("a", o, regime=r, style="aggressive", scene=f"s{i}"), mean_speed=8.0 + i)
-            for r in ("idm", "expert") for i, o in enumerate(["completed", "at_fault", "non_at_fault", "completed"])]
+    recs = [dict(_rec("a", o, regime=r, style="aggressive", scene=f"s{i}"), mean_speed=8.0 + i + (r == "idm"))
+            for r, outcomes in (("idm", ["completed", "at_fault", "non_at_fault", "non_at_fault"]),
+                                ("expert", ["completed", "completed", "completed", "completed"]))
+            for i, o in enumerate(outcomes)]
     recs += [dict(_rec("a", o, regime=r, style="cautious", scene=f"s{i}"), mean_speed=5.0)
              for r in ("idm", "expert") for i, o in enumerate(["completed", "timeout", "timeout", "non_at_fault"])]
     summary = report.summarise(recs)
-    assert summary[0]["mean_speed"] == pytest.approx(9.5)
+    assert summary[0]["mean_speed"] == pytest.approx(10.5) and summary[1]["mean_speed"] == pytest.approx(9.5)
     rows = {line.split(" | ")[2]: line for line in report.table_iv(summary).splitlines() if line.startswith("| a")}
-    assert rows["aggressive"].endswith("| 25.00 | 50.00 | 50.0 | 0.0 | 9.50 |")
+    # idm: 1 of 4 at fault, 3 of 4 collided, 1 goal; expert: 4 goals -> means 12.5 / 37.5 / 62.5 %, 10 m/s
+    assert rows["aggressive"].endswith("| 12.50 | 37.50 | 62.5 | 0.0 | 10.00 |")
     assert rows["cautious"].endswith("| 0.00 | 25.00 | 25.0 | 50.0 | 5.00 |")
     old = report.summarise([_rec("a", "completed")])  # records written before mean_speed existed
     assert np.isnan(old[0]["mean_speed"])

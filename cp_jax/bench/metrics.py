@@ -49,7 +49,8 @@ row t-1, i.e. it moved in that step (the removing step included, steps after rem
   (assumed) lane boundary or beyond;
 th and x from `geometry.lane_frame` in row t; lane_align and lane_center average the driven steps
 with a lane nearby only. With no such step a sub-score is 1 (nothing to penalise).
-mean_speed (m/s, not a score) = mean |speed| of the ego in rows t over its driven steps: with the
+mean_speed (m/s, not a score) = mean |speed| of the ego in rows t over its driven steps (0 with no
+driven step; `ppo.evaluate`'s self-play speed averages the rows before each step instead): with the
 outcomes it shows what an ego style changes (Table IV).
 
 `episode_metrics` returns float32 scalars (0/1 for the flags), so means over episodes are rates:

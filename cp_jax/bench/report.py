@@ -59,8 +59,10 @@ def summarise(records: list[dict]) -> list[dict]:
         row = dict(policy=policy, split=split, regime=regime, ego_style=style,
                    score=float(np.mean(seed_scores)) if seed_scores else float("nan"),
                    score_std=float(np.std(seed_scores)) if seed_scores else float("nan"))
-        for k in (*RATES, *SUBSCORES, "mean_speed"):
-            row[k] = float(np.mean([float(r.get(k, "nan")) for r in kept])) if kept else float("nan")
+        for k in (*RATES, *SUBSCORES):
+            row[k] = float(np.mean([float(r[k]) for r in kept])) if kept else float("nan")
+        speeds = [float(r["mean_speed"]) for r in kept if "mean_speed" in r]  # absent in older records
+        row["mean_speed"] = float(np.mean(speeds)) if speeds else float("nan")
         row["n_pairs"] = len({(r["scene_id"], r["ego"]) for r in kept})
         row["seeds"] = sorted(int(s[0]) for s in by_seed)
         row["n_excluded"] = len(rs) - len(kept)
@@ -147,7 +149,8 @@ def table_iii(records: list[dict], reference: str) -> str:
 def table_iv(summary: list[dict]) -> str:
     """Score, at-fault and all collisions, goal, timeout and the ego's mean speed per ego style, mean
     over the regimes run, per split."""
-    lines = ["**Table IV** — score and at-fault collision rate (%) per ego style, mean over regimes", "",
+    lines = ["**Table IV** — score, at-fault and all collisions, goal and timeout (%) and the ego's mean speed "
+             "per ego style, mean over regimes", "",
              "| policy | split | ego style | score | at-fault % | collision % | goal % | timeout % | speed m/s |",
              "|---" * 9 + "|"]
     keys = ("score", "at_fault", "collision", "goal", "timeout", "mean_speed")
