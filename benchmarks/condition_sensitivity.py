@@ -41,14 +41,9 @@ def with_field(style: str, name: str, value: float) -> np.ndarray:
 
 def sweep(pol, bank, style: str, name: str, values) -> dict:
     """{value: outcome rates and mean speed} with the field set to each value."""
-    rows = {}
-    for v in values:
-        r = ppo.evaluate(pol.net, pol.params, bank, with_field(style, name, v), types.default_params(), pol.sim,
-                         jax.random.PRNGKey(0))
-        n = float(r["controlled"].sum())
-        rows[v] = {k: float(r[k].sum() / n) for k in ("goal", "collision", "offroad", "timeout")}
-        rows[v]["mean_speed"] = float((r["mean_speed"] * r["controlled"]).sum() / n)
-    return rows
+    return {v: ppo.summarise(ppo.evaluate(pol.net, pol.params, bank, with_field(style, name, v),
+                                          types.default_params(), pol.sim, jax.random.PRNGKey(0)))
+            for v in values}
 
 
 def critic_and_actor(pol, bank, style: str, other: np.ndarray) -> dict:
@@ -110,7 +105,7 @@ def main():
     rows = sweep(pol, bank, args.style, args.field, values)
     print(f"{args.policy} under {args.style}, {args.field} swept ({args.scenes} scenes):")
     for v, r in rows.items():
-        print(f"  {args.field}={v:<8g} " + ", ".join(f"{k} {x:.3f}" for k, x in r.items()))
+        print(f"  {args.field}={v:<8g} " + ", ".join(f"{k} {x:.3f}" for k, x in r.items() if k != "agents"))
     seen = critic_and_actor(pol, bank, args.style, with_field(args.style, args.field, values[0]))
     style_value = float(conditions.field(conditions.STYLES[args.style], args.field))
     print(f"critic and actor, {args.field} {style_value:g} (the style) vs {values[0]:g}:")

@@ -155,7 +155,7 @@ def table_iv(summary: list[dict]) -> str:
              "|---" * 9 + "|"]
     keys = ("score", "at_fault", "collision", "goal", "timeout", "mean_speed")
     for (policy, split, style), rows in _group(summary, ("policy", "split", "ego_style")).items():
-        m = {k: float(np.mean([r.get(k, np.nan) for r in rows])) for k in keys}
+        m = {k: float(np.mean([r[k] if k != "mean_speed" else r.get(k, np.nan) for r in rows])) for k in keys}
         lines.append(f"| {policy} | {split} | {style} | {m['score']:.2f} | {100 * m['at_fault']:.2f} | "
                      f"{100 * m['collision']:.2f} | {100 * m['goal']:.1f} | {100 * m['timeout']:.1f} | "
                      f"{m['mean_speed']:.2f} |")
