@@ -48,6 +48,8 @@ def get_config() -> ml_collections.ConfigDict:
         progress_urgency=0.0,  # > 0: collision-tolerant conditions paid more per metre (ppo.PPOConfig)
         risk_penalty=0.0, risk_horizon=2.0,  # > 0: conflict shaping weighted by the condition's alpha_coll
         collision_gain=0.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
+        collision_gain_by_weight=False,  # True: (1 + gain x alpha_coll / 3) x alpha_coll instead (ppo.PPOConfig)
+        comfort_scale=1.0,  # < 1: policy agents pay comfort_scale x alpha_comfort per violation (ppo.PPOConfig)
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)

@@ -468,6 +468,35 @@ def test_route_arc_follows_the_route():
                                atol=1e-5)
 
 
+def test_comfort_scale_pays_a_share_of_the_comfort_term():
+    """comfort_scale s charges s x alpha_comfort per comfort violation: with a policy that ignores its
+    condition (same actions either way), s = 0 gives exactly the rewards of the same episodes with
+    alpha_comfort zeroed in every condition, and s = 0.5 half of the refund; random actions jerk, so the
+    refund is not empty."""
+    scene = straight_road([(10.0, -2.0, 0.0, 5.0), (30.0, 2.0, np.pi, 5.0)],
+                          goals=[(90.0, -2.0), (-50.0, 2.0)], name="apart")
+    blind = dataclasses.replace(NET, condition=False)
+    bank, net = make_bank([scene], SIM), networks.ActorCritic(blind)
+    plain = _cfg(num_envs=2)
+    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(1), bank)
+    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
+
+    def rewards(cfg, run):
+        return np.asarray(jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(run, scenes)[-1].reward)
+
+    base = rewards(plain, runner)
+    free = rewards(dataclasses.replace(plain, comfort_scale=0.0), runner)
+    half = rewards(dataclasses.replace(plain, comfort_scale=0.5), runner)
+    i = types.COND_FIELDS.index("alpha_comfort")
+    zeroed = runner.replace(env=runner.env.replace(cond=runner.env.cond.at[..., i].set(0.0)))
+    np.testing.assert_allclose(free, rewards(plain, zeroed), atol=1e-6)
+    refund = free - base
+    assert refund.max() > 1e-3 and refund.min() >= -1e-7
+    np.testing.assert_allclose(half - base, 0.5 * refund, atol=1e-6)
+    with pytest.raises(ValueError, match="comfort_scale"):
+        _cfg(comfort_scale=-0.5).validate(SIM)
+
+
 def test_collision_gain_charges_a_collision_by_the_condition():
     """collision_gain adds - gain x alpha_coll exactly on the steps where a policy agent collides:
     two cars 6 m apart head-on at 8 m/s meet within the 10-step rollout; a lone car far behind
@@ -491,6 +520,12 @@ def test_collision_gain_charges_a_collision_by_the_condition():
     np.testing.assert_array_equal(hit[:, :, :2].sum(0), 1)
     alpha = np.asarray(conditions.field(runner.env.cond, "alpha_coll"))[:, :2]  # [B, 2]
     np.testing.assert_allclose(extra[:, :, :2].sum(0), -2.0 * alpha, rtol=1e-5)
+    # by weight: 2 x (alpha / 3) x alpha, on the same steps
+    by_weight = dataclasses.replace(plain, collision_gain=2.0, collision_gain_by_weight=True)
+    scaled = np.asarray(jax.jit(ppo.make_rollout(net, by_weight, SIM, types.default_params()))(
+        runner, scenes)[-1].reward) - rewards[0.0]
+    np.testing.assert_allclose(scaled[:, :, :2].sum(0), -2.0 * alpha * alpha / 3.0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.abs(scaled[~hit]).max(), 0.0)
     fixed = dataclasses.replace(plain, conditioned=False, collision_gain=2.0)  # the fixed reward: no gain
     batch = jax.jit(ppo.make_rollout(net, fixed, SIM, types.default_params()))(runner, scenes)[-1]
     assert -0.5 - 1e-6 <= float(batch.reward.min()) <= -0.5 + 1e-6  # the collision's fixed -0.5, nothing more

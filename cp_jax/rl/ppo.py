@@ -117,6 +117,17 @@ class PPOConfig:
     # made to matter (aggressive, 0.2, pays little more; normal and cautious, 3.0, pay 3 x gain more).
     # Conditioned training only: the non-conditioned baseline keeps its fixed reward.
     collision_gain: float = 0.0
+    # True: the gain grows with the condition's own weight, a collision costing
+    # (1 + collision_gain x alpha_coll / 3) alpha_coll: the conditions that weigh collisions (normal and
+    # cautious, 3.0) pay (1 + gain) alpha_coll as above, while one that tolerates them (aggressive, 0.2)
+    # pays barely more than the paper's weight. A plain gain makes every condition collision-averse;
+    # this one widens the contrast between conditions that the actor is to learn.
+    collision_gain_by_weight: bool = False
+    # Training-only comfort weight: policy agents pay comfort_scale x alpha_comfort per comfort violation
+    # instead of alpha_comfort (1: the paper's reward). The comfort term is paid per step; at the
+    # cautious style's 0.1 a hard stop costs about as much as the approach earns, and policies learn
+    # not to brake rather than not to collide (BUILD_NOTES, session 17). Conditioned training only.
+    comfort_scale: float = 1.0
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -187,6 +198,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.progress_urgency must be >= 0, got {self.progress_urgency}")
         if not self.collision_gain >= 0.0:
             raise ValueError(f"PPOConfig.collision_gain must be >= 0, got {self.collision_gain}")
+        if not self.comfort_scale >= 0.0:
+            raise ValueError(f"PPOConfig.comfort_scale must be >= 0, got {self.comfort_scale}")
         if self.progress_along not in ("goal", "route", "route_goal"):
             raise ValueError(
                 f"PPOConfig.progress_along must be 'goal', 'route' or 'route_goal', got {self.progress_along!r}")
@@ -463,7 +476,9 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
             if cfg.risk_penalty > 0.0:
                 rew = rew - risk_weight(state.cond, cfg) * conflict_risk(nxt, scenes, cfg.risk_horizon)
             if cfg.conditioned and cfg.collision_gain > 0.0:
-                rew = rew - cfg.collision_gain * conditions.field(state.cond, "alpha_coll") * out.collided
+                rew = rew - collision_extra(state.cond, cfg) * out.collided
+            if cfg.conditioned and cfg.comfort_scale != 1.0:
+                rew = rew + comfort_refund(state, nxt, sim, cfg)
             rew = jnp.where(valid, rew, 0.0)
             truncated = out.truncated & valid
             boot = jax.lax.cond(
@@ -496,6 +511,21 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
         return state, carry, ep_ret, totals, key, batch
 
     return rollout
+
+
+def collision_extra(cond: jax.Array, cfg: PPOConfig) -> jax.Array:
+    """[...] training-only extra cost of a collision for conditions [..., COND_DIM] (collision_gain)."""
+    alpha = conditions.field(cond, "alpha_coll")
+    scale = alpha / ALPHA_COLL_MAX if cfg.collision_gain_by_weight else 1.0
+    return cfg.collision_gain * scale * alpha
+
+
+def comfort_refund(state: SimState, nxt: SimState, sim: SimConfig, cfg: PPOConfig) -> jax.Array:
+    """[B, A] (1 - comfort_scale) x alpha_comfort x the step's comfort violations, from the
+    accelerations env.step stored in state and nxt (the same kinematics its reward read)."""
+    events = reward_lib.comfort_events(nxt.accel, nxt.lat_accel, (nxt.accel - state.accel) / sim.dt,
+                                       (nxt.lat_accel - state.lat_accel) / sim.dt)
+    return (1.0 - cfg.comfort_scale) * conditions.field(state.cond, "alpha_comfort") * events
 
 
 def goal_distance(state: SimState, scenes: Scenario) -> jax.Array:

@@ -32,17 +32,21 @@ class Kinematics:
     on_lane: jax.Array  # bool: a lane was found near the agent
 
 
+def comfort_events(accel, lat_accel, jerk_long, jerk_lat) -> jax.Array:
+    """Comfort violations [A] in 0..3: |a_long| > 3, |a_lat| > 3 (m/s^2), |jerk_long| or |jerk_lat| > 5 (m/s^3)."""
+    return (
+        (jnp.abs(accel) > 3.0).astype(jnp.float32)
+        + (jnp.abs(lat_accel) > 3.0)
+        + ((jnp.abs(jerk_long) > 5.0) | (jnp.abs(jerk_lat) > 5.0))
+    )
+
+
 def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, dt: float):
     """Each term [A] of the reward as a dict (their sum is the reward)."""
     v = kin.speed
     cos_th = jnp.where(kin.on_lane, jnp.cos(kin.heading_err), 1.0)
     abs_th = jnp.where(kin.on_lane, jnp.abs(kin.heading_err), 0.0)
     x = kin.lateral - field(cond, "alpha_center_bias")
-    comfort_events = (
-        (jnp.abs(kin.accel) > 3.0).astype(jnp.float32)
-        + (jnp.abs(kin.lat_accel) > 3.0)
-        + ((jnp.abs(kin.jerk_long) > 5.0) | (jnp.abs(kin.jerk_lat) > 5.0))
-    )
     align = (
         jnp.minimum(cos_th, 0.0)
         + field(cond, "alpha_vel_align") * jnp.minimum(cos_th * v, 0.0)
@@ -55,7 +59,7 @@ def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, d
         "offroad": -field(cond, "alpha_bnd") * offroad,
         "goal": 1.0 * at_goal,
         "velocity": 2.5e-3 * dt * jnp.maximum(cos_th, 0.0) * (v > 2.5) * on_lane,
-        "comfort": -field(cond, "alpha_comfort") * comfort_events,
+        "comfort": -field(cond, "alpha_comfort") * comfort_events(kin.accel, kin.lat_accel, kin.jerk_long, kin.jerk_lat),
         "lane_align": field(cond, "alpha_l_align") * dt * align * on_lane,
         "lane_center": -field(cond, "alpha_l_center") * dt * center * on_lane,
         "time": -2.5e-5 * dt * (jnp.abs(v) > 0.1),
