@@ -24,14 +24,24 @@ FLAGS = flags.FLAGS
 def main(_):
     from cp_jax.policy import saved
 
+    from cp_jax.io import run_info
+
     src = os.path.join(FLAGS.workdir, "policy")
     saved.load(src)  # refuse a broken policy
+    runs = run_info.lineage(FLAGS.workdir)  # before copying: --out may be one of the runs it started from
     os.makedirs(FLAGS.out, exist_ok=True)
     for name in saved.FILES:
         shutil.copy(os.path.join(src, name), FLAGS.out)
     for name in ("curve.png", "eval.json", "metrics.jsonl", "eval.jsonl", "run_info.json"):
         if os.path.exists(os.path.join(FLAGS.workdir, name)):
             shutil.copy(os.path.join(FLAGS.workdir, name), FLAGS.out)
+    ev_out = os.path.join(FLAGS.out, "eval.json")
+    if os.path.exists(ev_out):  # the exported eval.json records the whole lineage (CounterPlay's budget reads it)
+        with open(ev_out) as f:
+            ev = json.load(f)
+        ev.update(lineage=runs, lineage_agent_steps=run_info.lineage_agent_steps(runs))
+        with open(ev_out, "w") as f:
+            json.dump(ev, f, indent=2)
     with open(os.path.join(FLAGS.workdir, "run_info.json")) as f:
         info = json.load(f)
     argv = info["argv"]
@@ -50,6 +60,19 @@ def main(_):
         for style, r in ev["styles"].items():
             lines.append(f"| {style} | {r['goal']:.3f} | {r['collision']:.3f} | {r['offroad']:.3f} | "
                          f"{r['timeout']:.3f} | {r['mean_speed']:.2f} | {r['agents']} |")
+        lines.append("")
+    if len(runs) > 1:
+        lines += ["It continues earlier runs (newest first; eval.json's `lineage`, whose "
+                  f"{run_info.lineage_agent_steps(runs) / 1e6:.2f} M simulated agent-steps in all are "
+                  "what post-training budgets are a fraction of):", ""]
+        for r in runs:
+            if r.get("missing"):
+                lines.append(f"- `{r['run']}` (not on disk at export)")
+            else:
+                module = os.path.splitext(os.path.basename(r["command"][0]))[0]
+                cmd = " ".join(["python -m launch." + module] + [shlex.quote(a) for a in r["command"][1:]])
+                lines.append(f"- `{r['run']}`: {r['updates']} updates, {r['agent_steps'] / 1e6:.2f} M agent-steps "
+                             f"(revision {r['git_revision']}): `{cmd}`")
         lines.append("")
     lines += ["Training curve: curve.png (metrics.jsonl holds every logged update). "
               "Load with `cp_jax.policy.saved.load(folder)`.", ""]

@@ -226,3 +226,72 @@ def test_progress_disabled_runs():
     with Progress(total_steps=100, desc="train", initial=10, disable=True) as bar:
         bar.update(30, {"loss": jnp.float32(0.1)})
         bar.update(60)
+
+
+def _run(folder, init_from="", agent_steps=None, argv=("train_anchor.py", "--x=1"), policy=True):
+    """A fake finished run: run_info.json (argv, init_from), eval.json, and an empty policy/ folder."""
+    import json
+
+    os.makedirs(os.path.join(folder, "policy") if policy else folder, exist_ok=True)
+    with open(os.path.join(folder, "run_info.json"), "w") as f:
+        json.dump(dict(argv=list(argv), git_revision="abc", config=dict(init_from=init_from)), f)
+    normal = dict(goal=0.9, collision=0.05, offroad=0.02, timeout=0.03, mean_speed=7.0, agents=10)
+    ev = dict(epochs=3) if agent_steps is None else dict(updates=10, agent_steps=agent_steps, styles=dict(normal=normal))
+    with open(os.path.join(folder, "eval.json"), "w") as f:
+        json.dump(ev, f)
+    return os.path.join(folder, "policy")
+
+
+def test_lineage_follows_init_from_and_counts_every_run(tmp_path):
+    """A fine-tune of a fine-tune of a clone: lineage lists all three newest first (a policy/ folder
+    resolves to its run), the clone counts 0 simulated steps, a start no longer on disk ends the list,
+    an exported eval.json's own lineage is taken as is, and CounterPlay's budget reads the sum."""
+    import json
+
+    from cp_jax.counterplay import trainer as cp_trainer
+    from cp_jax.io import run_info
+
+    clone = _run(tmp_path / "clone", argv=("train_bc.py",))
+    b1 = _run(tmp_path / "b1", init_from=clone, agent_steps=100.0)
+    _run(tmp_path / "b2", init_from=b1, agent_steps=50.0)
+    runs = run_info.lineage(str(tmp_path / "b2" / "policy"))
+    assert [os.path.basename(r["run"]) for r in runs] == ["b2", "b1", "clone"]
+    assert [r["agent_steps"] for r in runs] == [50.0, 100.0, 0.0]
+    assert runs[1]["command"] == ["train_anchor.py", "--x=1"] and runs[2]["command"] == ["train_bc.py"]
+    assert run_info.lineage_agent_steps(runs) == 150.0
+    _run(tmp_path / "b3", init_from=str(tmp_path / "gone" / "policy"), agent_steps=7.0)
+    lost = run_info.lineage(str(tmp_path / "b3"))
+    assert lost[-1] == dict(run=str(tmp_path / "gone" / "policy"), missing=True)
+    assert run_info.lineage_agent_steps(lost) == 7.0
+    asset = tmp_path / "asset"
+    _run(asset, agent_steps=50.0, policy=False)
+    with open(asset / "eval.json", "w") as f:
+        json.dump(dict(updates=10, agent_steps=50.0, lineage=runs, lineage_agent_steps=150.0), f)
+    assert run_info.lineage(str(asset)) == runs
+    assert cp_trainer.anchor_steps(str(asset)) == 150.0  # the whole lineage
+    assert cp_trainer.anchor_steps(str(tmp_path / "b2")) == 50.0  # no recorded lineage: the run's own
+
+
+def test_export_policy_writes_the_lineage(tmp_path):
+    """launch.export_policy of a fine-tuned run: the exported eval.json holds the lineage and its
+    total, and the README lists every run with its command."""
+    import json
+
+    from cp_jax.policy import networks, saved
+    from cp_jax.sim import types
+
+    sim = types.SimConfig(max_agents=4, max_road_segments=64, max_lanes=4, obs_partners=3, obs_road=8, grid_size=4,
+                          max_route_points=16, idm_lookahead=8)
+    net = networks.NetConfig(set_width=4, trunk=(8,))
+    base = _run(tmp_path / "base", agent_steps=2e6, argv=("train_anchor.py", "--workdir=base"))
+    _run(tmp_path / "tune", init_from=base, agent_steps=2e5, argv=("train_anchor.py", "--workdir=tune"))
+    saved.save(str(tmp_path / "tune" / "policy"), net, networks.init_params(net, sim, jax.random.PRNGKey(0)), sim)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "launch.export_policy", f"--workdir={tmp_path / 'tune'}",
+                        f"--out={out}"], cwd=ROOT, env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT),
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ev = json.loads((out / "eval.json").read_text())
+    assert ev["lineage_agent_steps"] == 2.2e6 and [os.path.basename(x["run"]) for x in ev["lineage"]] == ["tune", "base"]
+    readme = (out / "README.md").read_text()
+    assert "python -m launch.train_anchor --workdir=base" in readme and "2.20 M simulated agent-steps" in readme, readme

@@ -67,6 +67,15 @@ def test_killed_run_resumes_to_the_same_result(tmp_path):
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
     assert _metrics(a) == _metrics(b)  # the lost update 5 was re-made, not duplicated
+    # A fine-tune of run a (init_from, held-out evaluation on): its eval.json records the lineage.
+    c = tmp_path / "c"
+    tuned = _train(c, cache, extra=[f"--config.init_from={a / 'policy'}", "--config.scenes.eval=1",
+                                    "--config.train.total_updates=1", "--config.train.ckpt_every=1"])
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    ev = json.loads((c / "eval.json").read_text())
+    assert [r["run"] for r in ev["lineage"]] == [str(c), str(a)]
+    assert f"--workdir={a}" in ev["lineage"][1]["command"] and ev["agent_steps"] > 0
+    assert ev["lineage_agent_steps"] == ev["agent_steps"]  # run a kept no eval.json: its steps are unknown (0)
     # A 2-device run killed and resumed from its sharded checkpoint: the next test's reference run.
 
 

@@ -74,11 +74,14 @@ def keep_going(spent: float, rounds: int, budget: float, rule: str) -> bool:
 
 
 def anchor_steps(folder: str) -> float:
-    """The anchor's training transitions, from the eval.json its training run wrote."""
+    """The anchor's training transitions, from the eval.json its training run wrote: the whole
+    lineage's (`lineage_agent_steps`: a fine-tuned anchor counts the runs it started from) where
+    recorded, else the run's own `agent_steps`."""
     path = os.path.join(folder, "eval.json")
     try:
         with open(path) as f:
-            return float(json.load(f)["agent_steps"])
+            ev = json.load(f)
+        return float(ev.get("lineage_agent_steps", ev["agent_steps"]))
     except FileNotFoundError:
         raise ValueError(f"{path}: missing; set config.budget_steps (absolute) instead of config.budget_frac") from None
     except (KeyError, TypeError, ValueError, json.JSONDecodeError) as e:

@@ -37,3 +37,41 @@ def write_run_info(out_dir: str, config) -> str:
     with open(path, "w") as f:
         json.dump(info, f, indent=2, default=str)
     return path
+
+
+def _run_dir(folder: str) -> str | None:
+    """The run folder of a policy: `folder` itself (a workdir or an exported asset) or, for a
+    workdir's policy/ subfolder, its parent; None when neither has a run_info.json."""
+    for d in (folder, os.path.dirname(os.path.normpath(folder))):
+        if os.path.exists(os.path.join(d, "run_info.json")):
+            return d
+    return None
+
+
+def lineage(folder: str) -> list[dict]:
+    """The training runs that made the policy in `folder`, newest first, following each run's
+    config.init_from: one dict per run with `run` (folder), `command` (its argv), `git_revision`,
+    `updates` and `agent_steps` (simulated transitions; 0 for a behaviour clone, which trains on
+    logs). An exported folder whose eval.json already holds a `lineage` returns that list. A start
+    that is no longer on disk ends the list with {"run": path, "missing": True}."""
+    d = _run_dir(folder)
+    if d is None:
+        return [dict(run=folder, missing=True)]
+    ev_path = os.path.join(d, "eval.json")
+    ev = {}
+    if os.path.exists(ev_path):
+        with open(ev_path) as f:
+            ev = json.load(f)
+    if "lineage" in ev:
+        return list(ev["lineage"])
+    with open(os.path.join(d, "run_info.json")) as f:
+        info = json.load(f)
+    entry = dict(run=d, command=info.get("argv", []), git_revision=info.get("git_revision", "unknown"),
+                 updates=ev.get("updates", 0), agent_steps=float(ev.get("agent_steps", 0.0)))
+    start = info.get("config", {}).get("init_from") or ""
+    return [entry] + (lineage(start) if start else [])
+
+
+def lineage_agent_steps(runs: list[dict]) -> float:
+    """Simulated transitions of a whole lineage (runs missing from disk count 0)."""
+    return float(sum(r.get("agent_steps", 0.0) for r in runs))

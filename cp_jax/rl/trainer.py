@@ -11,6 +11,7 @@ import dataclasses
 import json
 import os
 import signal
+import sys
 import time
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from flax import serialization
 from cp_jax import parallel
 from cp_jax.io.checkpoints import Checkpointer
 from cp_jax.io.metrics import MetricWriter, Progress, truncate_jsonl
+from cp_jax.io import run_info
 from cp_jax.io.run_info import write_run_info
 from cp_jax.policy import networks, saved
 from cp_jax.rl import ppo, spiced
@@ -202,6 +204,8 @@ def train(config, workdir: str) -> dict[str, Any]:
             raise ValueError(f"config.init_from={config.init_from!r}: its network {start_policy.net.cfg} differs "
                              f"from config.net {setup.net}")
         start_params = start_policy.params
+    # the runs that made the starting policy (eval.json records the whole lineage's transitions)
+    ancestors = run_info.lineage(config.init_from) if config.get("init_from") else []
     # Data parallelism: the envs split over the devices; the bank whole on each, or its groups split.
     train_bank = (parallel.replicate(train_bank, mesh) if groups == 1
                   else parallel.shard_groups(train_bank, mesh, groups))
@@ -258,8 +262,12 @@ def train(config, workdir: str) -> dict[str, Any]:
                                 config.seed)
     if primary and eval_bank is not None:
         _append_eval(workdir, total, float(runner.agent_steps), final)
+        own = dict(run=workdir, command=list(sys.argv), git_revision=run_info.git_revision(), updates=total,
+                   agent_steps=float(runner.agent_steps))
+        runs = [own] + ancestors
         with open(os.path.join(workdir, "eval.json"), "w") as f:
-            json.dump(dict(updates=total, agent_steps=float(runner.agent_steps), styles=final), f, indent=2)
+            json.dump(dict(updates=total, agent_steps=own["agent_steps"], styles=final, lineage=runs,
+                           lineage_agent_steps=run_info.lineage_agent_steps(runs)), f, indent=2)
     if primary:
         saved.save(os.path.join(workdir, "policy"), setup.net, parallel.local(runner.params), setup.sim)
         try:
