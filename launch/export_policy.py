@@ -4,7 +4,9 @@
 
 The folder gets the policy (params.msgpack, net_config.json, sim_config.json), curve.png,
 eval.json, metrics.jsonl and README.md with the exact command, git revision and held-out results
-taken from the run's run_info.json / eval.json.
+taken from the run's run_info.json / eval.json. For a fine-tune (config.init_from), eval.json gets the
+lineage (every run it continued, cp_jax.io.run_info.lineage) and its total agent-steps, the README
+lists their commands, and curve.png spans the whole lineage.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import json
 import os
 import shlex
 import shutil
+import tempfile
 
 from absl import app, flags
 
@@ -22,19 +25,26 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-    from cp_jax.policy import saved
-
     from cp_jax.io import run_info
+    from cp_jax.policy import saved
 
     src = os.path.join(FLAGS.workdir, "policy")
     saved.load(src)  # refuse a broken policy
-    runs = run_info.lineage(FLAGS.workdir)  # before copying: --out may be one of the runs it started from
+    # Read before copying: --out may be the folder of a run this one started from.
+    runs = run_info.lineage(FLAGS.workdir)
+    curve = None
+    if len(runs) > 1:  # the curve of the whole lineage replaces the last run's own
+        from cp_jax.io import plots
+
+        curve = plots.lineage_curve(runs, os.path.join(tempfile.mkdtemp(), "curve.png"))
     os.makedirs(FLAGS.out, exist_ok=True)
     for name in saved.FILES:
         shutil.copy(os.path.join(src, name), FLAGS.out)
     for name in ("curve.png", "eval.json", "metrics.jsonl", "eval.jsonl", "run_info.json"):
         if os.path.exists(os.path.join(FLAGS.workdir, name)):
             shutil.copy(os.path.join(FLAGS.workdir, name), FLAGS.out)
+    if curve is not None:
+        shutil.move(curve, os.path.join(FLAGS.out, "curve.png"))
     ev_out = os.path.join(FLAGS.out, "eval.json")
     if os.path.exists(ev_out):  # the exported eval.json records the whole lineage (CounterPlay's budget reads it)
         with open(ev_out) as f:

@@ -274,7 +274,7 @@ def test_lineage_follows_init_from_and_counts_every_run(tmp_path):
 
 def test_export_policy_writes_the_lineage(tmp_path):
     """launch.export_policy of a fine-tuned run: the exported eval.json holds the lineage and its
-    total, and the README lists every run with its command."""
+    total, the README lists every run with its command, curve.png spans both runs."""
     import json
 
     from cp_jax.policy import networks, saved
@@ -285,6 +285,11 @@ def test_export_policy_writes_the_lineage(tmp_path):
     net = networks.NetConfig(set_width=4, trunk=(8,))
     base = _run(tmp_path / "base", agent_steps=2e6, argv=("train_anchor.py", "--workdir=base"))
     _run(tmp_path / "tune", init_from=base, agent_steps=2e5, argv=("train_anchor.py", "--workdir=tune"))
+    for name, steps in (("base", 2e6), ("tune", 2e5)):
+        with open(tmp_path / name / "metrics.jsonl", "w") as f:
+            for i in (1, 2):
+                f.write(json.dumps(dict(step=i, agent_steps=steps * i / 2, goal_rate=0.5, collision_rate=0.1,
+                                        offroad_rate=0.1, timeout_rate=0.3, episode_return=1.0)) + "\n")
     saved.save(str(tmp_path / "tune" / "policy"), net, networks.init_params(net, sim, jax.random.PRNGKey(0)), sim)
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "launch.export_policy", f"--workdir={tmp_path / 'tune'}",
@@ -293,5 +298,6 @@ def test_export_policy_writes_the_lineage(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     ev = json.loads((out / "eval.json").read_text())
     assert ev["lineage_agent_steps"] == 2.2e6 and [os.path.basename(x["run"]) for x in ev["lineage"]] == ["tune", "base"]
+    assert (out / "curve.png").stat().st_size > 0  # the lineage's curve (the run itself drew none)
     readme = (out / "README.md").read_text()
     assert "python -m launch.train_anchor --workdir=base" in readme and "2.20 M simulated agent-steps" in readme, readme

@@ -12,17 +12,46 @@ CURVES = (("goal_rate", "goal"), ("collision_rate", "collision"), ("offroad_rate
           ("timeout_rate", "timeout"))
 
 
+def _read_run(workdir: str) -> tuple[list[dict], list[dict]]:
+    """A training run's logged updates with outcome rates (metrics.jsonl) and evaluations (eval.jsonl)."""
+    rows = [r for r in read_jsonl(os.path.join(workdir, "metrics.jsonl")) if r.get("goal_rate") is not None]
+    evals_path = os.path.join(workdir, "eval.jsonl")
+    return rows, read_jsonl(evals_path) if os.path.exists(evals_path) else []
+
+
 def learning_curve(workdir: str, png: str) -> str:
     """Training outcome rates vs agent-steps (metrics.jsonl) and held-out normal-style rates
     (eval.jsonl, markers) in one PNG; returns its path."""
+    rows, evals = _read_run(workdir)
+    return _curve(rows, evals, [], png)
+
+
+def lineage_curve(runs: list[dict], png: str) -> str:
+    """learning_curve over a lineage (cp_jax.io.run_info.lineage, newest first): each run's updates
+    drawn after its predecessors' agent-steps, a dashed line where a run starts from the one before;
+    runs missing from disk or without metrics are skipped. Returns the PNG's path."""
+    rows, evals, starts, offset = [], [], [], 0.0
+    for run in reversed(runs):
+        folder = run.get("run", "")
+        if run.get("missing") or not os.path.exists(os.path.join(folder, "metrics.jsonl")):
+            continue
+        r, e = _read_run(folder)
+        if not r:
+            continue
+        if rows:
+            starts.append((offset, os.path.basename(os.path.normpath(folder))))
+        rows += [dict(x, agent_steps=x["agent_steps"] + offset) for x in r]
+        evals += [dict(x, agent_steps=x["agent_steps"] + offset) for x in e]
+        offset += float(run.get("agent_steps") or r[-1]["agent_steps"])
+    return _curve(rows, evals, starts, png)
+
+
+def _curve(rows: list[dict], evals: list[dict], starts: list[tuple[float, str]], png: str) -> str:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in read_jsonl(os.path.join(workdir, "metrics.jsonl")) if r.get("goal_rate") is not None]
-    evals_path = os.path.join(workdir, "eval.jsonl")
-    evals = read_jsonl(evals_path) if os.path.exists(evals_path) else []
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     x = [r["agent_steps"] / 1e6 for r in rows]
     for (key, label), color in zip(CURVES, ("tab:green", "tab:red", "tab:orange", "tab:gray"), strict=True):
@@ -32,9 +61,13 @@ def learning_curve(workdir: str, png: str) -> str:
         if pts:
             ax[0].plot(*zip(*pts, strict=True), "o", color=color, label=f"held-out {label} (normal)")
     ax[0].set(xlabel="controlled agent-steps (M)", ylabel="rate", ylim=(0, 1), title="episode outcomes")
-    ax[0].legend(fontsize=7)
     ax[1].plot(x, [r["episode_return"] for r in rows], lw=1)
     ax[1].set(xlabel="controlled agent-steps (M)", ylabel="return per agent-episode", title="training return")
+    for at, name in starts:  # where a fine-tune continues the run before it
+        for a in ax:
+            a.axvline(at / 1e6, color="k", ls="--", lw=0.8)
+        ax[0].text(at / 1e6, 0.97, f" {name}", fontsize=7, va="top")
+    ax[0].legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=90)
     plt.close(fig)
