@@ -50,6 +50,7 @@ def get_config() -> ml_collections.ConfigDict:
         collision_gain=0.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
         collision_gain_by_weight=False,  # True: (1 + gain x alpha_coll / 3) x alpha_coll instead (ppo.PPOConfig)
         comfort_scale=1.0,  # < 1: policy agents pay comfort_scale x alpha_comfort per violation (ppo.PPOConfig)
+        comfort_scope="all",  # "braking": comfort_scale applies to braking violations only (ppo.PPOConfig)
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)
         bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)

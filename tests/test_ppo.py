@@ -497,6 +497,24 @@ def test_comfort_scale_pays_a_share_of_the_comfort_term():
         _cfg(comfort_scale=-0.5).validate(SIM)
 
 
+def test_comfort_refund_by_scope():
+    """comfort_refund on hand-made steps (dt 0.1): "all" refunds every violation, "braking" only a
+    deceleration beyond 3 m/s^2 and a braking onset (jerk < -5) without a lateral jerk."""
+    i = types.COND_FIELDS.index("alpha_comfort")
+    cond = jnp.zeros((1, 5, types.COND_DIM)).at[..., i].set(0.1)
+    # agents: brake onset 0 -> -1 (jerk -10); hard braking held at -3.5; release -3.5 -> -2 (jerk +15);
+    # hard acceleration 3.5 held; brake onset with a lateral jerk (lat 0 -> 1).
+    before = SimpleNamespace(accel=jnp.array([[0.0, -3.5, -3.5, 3.5, 0.0]]), lat_accel=jnp.zeros((1, 5)), cond=cond)
+    after = SimpleNamespace(accel=jnp.array([[-1.0, -3.5, -2.0, 3.5, -1.0]]),
+                            lat_accel=jnp.array([[0.0, 0.0, 0.0, 0.0, 1.0]]))
+    refund = {scope: np.asarray(ppo.comfort_refund(before, after, SIM, _cfg(comfort_scale=0.5, comfort_scope=scope)))
+              for scope in ("all", "braking")}
+    np.testing.assert_allclose(refund["all"], 0.05 * np.array([[1, 1, 1, 1, 1]]), atol=1e-7)
+    np.testing.assert_allclose(refund["braking"], 0.05 * np.array([[1, 1, 0, 0, 0]]), atol=1e-7)
+    with pytest.raises(ValueError, match="comfort_scope"):
+        _cfg(comfort_scope="steering").validate(SIM)
+
+
 def test_collision_gain_charges_a_collision_by_the_condition():
     """collision_gain adds - gain x alpha_coll exactly on the steps where a policy agent collides:
     two cars 6 m apart head-on at 8 m/s meet within the 10-step rollout; a lone car far behind

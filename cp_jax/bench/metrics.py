@@ -70,6 +70,7 @@ from flax import struct
 
 from cp_jax.sim import geometry, types
 from cp_jax.sim import metrics as sim_metrics
+from cp_jax.sim.reward import COMFORT_ACCEL, COMFORT_JERK  # the reward's comfort events (both axes)
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimState
 
 __all__ = [
@@ -84,8 +85,6 @@ FRONT_BEARING = 60.0  # deg: partner in front of the ego below this bearing
 CLOSING_SPEED = 0.5  # m/s: a frontal collision needs at least this closing speed
 DRIFT = 0.3  # m of lateral spread over the last DRIFT_POSITIONS centres
 DRIFT_POSITIONS = 4
-COMFORT_ACCEL = 3.0  # m/s^2, longitudinal and lateral (the reward's comfort events)
-COMFORT_JERK = 5.0  # m/s^3, either axis
 
 METRIC_KEYS = (
     "goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad",

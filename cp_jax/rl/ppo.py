@@ -128,6 +128,10 @@ class PPOConfig:
     # cautious style's 0.1 a hard stop costs about as much as the approach earns, and policies learn
     # not to brake rather than not to collide (BUILD_NOTES, session 17). Conditioned training only.
     comfort_scale: float = 1.0
+    # Which violations comfort_scale applies to: "all", or "braking" (decelerating harder than 3 m/s^2,
+    # and a longitudinal jerk below -5 m/s^3 on a step without a lateral one: the onset of braking);
+    # under "braking" accelerating, steering and releasing the brake still cost the full weight.
+    comfort_scope: str = "all"
     fixed_style: str = "normal"  # every agent's condition when not conditioned
     # PPO-Opponent: share of agents (per episode) driven by an opponent policy passed to `update`
     # (controller OTHER_POLICY), excluded from every loss and statistic.
@@ -200,6 +204,8 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.collision_gain must be >= 0, got {self.collision_gain}")
         if not self.comfort_scale >= 0.0:
             raise ValueError(f"PPOConfig.comfort_scale must be >= 0, got {self.comfort_scale}")
+        if self.comfort_scope not in ("all", "braking"):
+            raise ValueError(f"PPOConfig.comfort_scope must be 'all' or 'braking', got {self.comfort_scope!r}")
         if self.progress_along not in ("goal", "route", "route_goal"):
             raise ValueError(
                 f"PPOConfig.progress_along must be 'goal', 'route' or 'route_goal', got {self.progress_along!r}")
@@ -521,10 +527,16 @@ def collision_extra(cond: jax.Array, cfg: PPOConfig) -> jax.Array:
 
 
 def comfort_refund(state: SimState, nxt: SimState, sim: SimConfig, cfg: PPOConfig) -> jax.Array:
-    """[B, A] (1 - comfort_scale) x alpha_comfort x the step's comfort violations, from the
-    accelerations env.step stored in state and nxt (the same kinematics its reward read)."""
-    events = reward_lib.comfort_events(nxt.accel, nxt.lat_accel, (nxt.accel - state.accel) / sim.dt,
-                                       (nxt.lat_accel - state.lat_accel) / sim.dt)
+    """[B, A] (1 - comfort_scale) x alpha_comfort x the step's comfort violations in comfort_scope, from
+    the accelerations env.step stored in state and nxt (the same kinematics its reward read)."""
+    jerk_long = (nxt.accel - state.accel) / sim.dt
+    jerk_lat = (nxt.lat_accel - state.lat_accel) / sim.dt
+    if cfg.comfort_scope == "braking":
+        lateral_jerk = jnp.abs(jerk_lat) > reward_lib.COMFORT_JERK
+        events = (nxt.accel < -reward_lib.COMFORT_ACCEL).astype(jnp.float32) + (
+            (jerk_long < -reward_lib.COMFORT_JERK) & ~lateral_jerk)
+    else:
+        events = reward_lib.comfort_events(nxt.accel, nxt.lat_accel, jerk_long, jerk_lat)
     return (1.0 - cfg.comfort_scale) * conditions.field(state.cond, "alpha_comfort") * events
 
 

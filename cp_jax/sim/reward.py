@@ -32,12 +32,15 @@ class Kinematics:
     on_lane: jax.Array  # bool: a lane was found near the agent
 
 
+COMFORT_ACCEL, COMFORT_JERK = 3.0, 5.0  # m/s^2, m/s^3
+
+
 def comfort_events(accel, lat_accel, jerk_long, jerk_lat) -> jax.Array:
     """Comfort violations [A] in 0..3: |a_long| > 3, |a_lat| > 3 (m/s^2), |jerk_long| or |jerk_lat| > 5 (m/s^3)."""
     return (
-        (jnp.abs(accel) > 3.0).astype(jnp.float32)
-        + (jnp.abs(lat_accel) > 3.0)
-        + ((jnp.abs(jerk_long) > 5.0) | (jnp.abs(jerk_lat) > 5.0))
+        (jnp.abs(accel) > COMFORT_ACCEL).astype(jnp.float32)
+        + (jnp.abs(lat_accel) > COMFORT_ACCEL)
+        + ((jnp.abs(jerk_long) > COMFORT_JERK) | (jnp.abs(jerk_lat) > COMFORT_JERK))
     )
 
 
