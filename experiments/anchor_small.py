@@ -42,14 +42,17 @@ def get_config() -> ml_collections.ConfigDict:
         shared_style_frac=0.0,  # share of episodes where every agent shares one named style (ppo.PPOConfig)
         # Training-only shaping (ppo.PPOConfig): reward per metre of progress towards the goal along
         # the lane route ("route_goal"; "route": arc gained, paid past the goal too; "goal": straight
-        # line); 0 is the paper's reward alone. The shipped anchor (b24) trained with these, so
+        # line); 0 is the paper's reward alone. The shipped anchor (every stage) trained with these, so
         # PPO-Continue continues with them too.
         progress_per_m=0.08, progress_along="route_goal",
         progress_urgency=0.0,  # > 0: collision-tolerant conditions paid more per metre (ppo.PPOConfig)
         risk_penalty=0.0, risk_horizon=2.0,  # > 0: conflict shaping weighted by the condition's alpha_coll
-        collision_gain=0.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
-        collision_gain_by_weight=False,  # True: (1 + gain x alpha_coll / 3) x alpha_coll instead (ppo.PPOConfig)
-        comfort_scale=1.0,  # < 1: policy agents pay comfort_scale x alpha_comfort per violation (ppo.PPOConfig)
+        # Training-only weights of the shipped anchor's last two stages (b40, b41; PPO-Continue continues
+        # with them): a collision costs (1 + 8 alpha_coll / 3) alpha_coll, a comfort violation 0.3
+        # alpha_comfort. Its first stage (b24) ran with 0 / False / 1.0 (assets/anchors/conditioned_small).
+        collision_gain=8.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
+        collision_gain_by_weight=True,  # True: (1 + gain x alpha_coll / 3) x alpha_coll instead (ppo.PPOConfig)
+        comfort_scale=0.3,  # < 1: policy agents pay comfort_scale x alpha_comfort per violation (ppo.PPOConfig)
         comfort_scope="all",  # "braking": comfort_scale applies to braking violations only (ppo.PPOConfig)
         log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
         idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)

@@ -2,8 +2,8 @@
 
     python -m launch.post_train --config=experiments/ppo_continue.py --workdir=runs/ppo_continue
 
-The anchor's own PPO settings (experiments/anchor_small.py, including its route-progress shaping)
-with a constant learning rate: the anchor's linear schedule had decayed to zero, so continuing it
+The anchor's own PPO settings (experiments/anchor_small.py, including its route-progress shaping and,
+since session 19, its last stages' collision gain and comfort scale) with a constant learning rate: the anchor's linear schedule had decayed to zero, so continuing it
 would not learn at all. (Sessions 1-14's sweeps ran it without shaping: the anchors had none.)
 """
 
