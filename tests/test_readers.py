@@ -140,6 +140,26 @@ def test_fit_to_config_keeps_the_sdc_and_the_nearest():
     build_scenario(fitted, small)  # fits
 
 
+def test_fit_to_config_keeps_the_lanes_nearest_the_objects_when_lanes_are_over_budget():
+    """More lanes than max_lanes (segments within budget): the nearest lanes are kept, the lane graph and
+    routes re-indexed, every road edge kept."""
+    import dataclasses
+
+    raw, _ = gpudrive_json.read(_write_tmp(_scene_json()))
+    one_lane = dataclasses.replace(CFG, max_lanes=1)
+    for far in (0, 1):  # move one lane 60 m away: the other is the one kept
+        lanes = [np.asarray(p, dtype=np.float64).copy() for p in raw.lanes]
+        lanes[far][:, 1] += 60.0
+        fitted, dropped_objects, dropped_segments = fit_to_config(dataclasses.replace(raw, lanes=lanes), one_lane)
+        assert len(fitted.lanes) == 1 and dropped_objects == 0 and dropped_segments == len(lanes[far]) - 1
+        assert np.allclose(fitted.lanes[0], lanes[1 - far]) and len(fitted.edges) == len(raw.edges)
+        kept_route = [[0] if r == [1 - far] else [] for r in raw.routes]
+        assert fitted.routes == kept_route
+        build_scenario(fitted, one_lane)  # fits
+    with pytest.raises(SceneError, match="max_lanes=1"):
+        build_scenario(raw, one_lane)
+
+
 def _write_tmp(data):
     import tempfile
 

@@ -108,12 +108,10 @@ def load_scenes(sc, sim: types.SimConfig, groups: list[int] | None = None, num_g
 
     real = None
     if sc.get("real", ""):
-        from cp_jax.scenarios.cache import ScenarioCache
+        from cp_jax.scenarios import cache as cache_lib
 
-        real = ScenarioCache(sc.real)
-        if real.cfg != sim:
-            raise ValueError(f"config.scenes.real={sc.real!r}: built with {real.cfg}, training needs {sim} "
-                             "(rebuild it with the training SimConfig)")
+        real = cache_lib.ScenarioCache(sc.real)
+        cache_lib.bank_for(real.cfg, real[0][1], sim, f"config.scenes.real={sc.real!r}")  # sizes checked up front
     eval_bank = None
     if sc.eval:
         _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
@@ -143,10 +141,12 @@ def _scene_group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
     """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1,
     then real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
     from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.scenarios import cache as cache_lib
 
     names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n)
     if real is not None:
         real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
+        real_bank = cache_lib.bank_for(real.cfg, real_bank, sim, f"config.scenes.real={sc.real!r}")
         names = names + real_names
         bank = jax.tree.map(lambda a, b: np.concatenate([a, b]), bank, real_bank)
     return names, bank

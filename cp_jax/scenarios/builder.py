@@ -260,10 +260,10 @@ def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tup
     """Shrink a scene to cfg's static sizes (documented truncation rules).
 
     Objects: with more than max_agents, keep the SDC, `keep` (an ego index) and the objects nearest
-    the SDC at their first valid step. Road: with more than max_road_segments segments, keep whole
-    polylines nearest the kept objects' logged positions (road edges and lanes first among equals)
-    until the budget is full; lanes dropped this way are removed from the lane graph and routes.
-    Returns (scene, objects dropped, segments dropped).
+    the SDC at their first valid step. Road: with more than max_road_segments segments or more than
+    max_lanes lanes, keep whole polylines nearest the kept objects' logged positions (road edges and
+    lanes first among equals) while both budgets last; lanes dropped this way are removed from the lane
+    graph and routes. Returns (scene, objects dropped, road segments dropped).
     """
     n = raw.num_objects
     drop_objects = 0
@@ -286,7 +286,7 @@ def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tup
 
     seg_count = lambda p: max(len(p) - 1, 0)  # noqa: E731
     total = sum(map(seg_count, raw.lanes)) + sum(map(seg_count, raw.edges)) + sum(seg_count(p) for _, p in raw.others)
-    if total <= cfg.max_road_segments:
+    if total <= cfg.max_road_segments and len(raw.lanes) <= cfg.max_lanes:
         return raw, drop_objects, 0
     pts = raw.log_xy[raw.log_valid]
 
@@ -300,7 +300,7 @@ def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tup
     items.sort(key=lambda it: (round(distance(it[2]), 0), rank[it[0]]))
     budget, chosen = cfg.max_road_segments, {"lane": set(), "edge": set(), "other": set()}
     for kind, i, p in items:
-        if seg_count(p) <= budget:
+        if seg_count(p) <= budget and (kind != "lane" or len(chosen["lane"]) < cfg.max_lanes):
             chosen[kind].add(i)
             budget -= seg_count(p)
     lanes_kept = sorted(chosen["lane"])

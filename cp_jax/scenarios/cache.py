@@ -139,3 +139,25 @@ class ScenarioCache(Sequence):
         items = [self[int(i)] for i in indices]
         bank = jax.tree.map(lambda *x: jnp.asarray(np.stack(x)), *[s for _, s in items])
         return [name for name, _ in items], bank
+
+
+# SimConfig fields that shape or fill a stored Scenario (scenario_spec, builder): a cache serves a run
+# only if these equal the run's. obs_road is stored too, as each cell's nearest-first road list, so a
+# cache built with more serves a run with fewer (its first obs_road entries).
+STORED_FIELDS = ("max_agents", "max_road_segments", "max_lanes", "max_lane_successors", "max_route_points",
+                 "route_spacing", "log_steps", "dt", "grid_size", "cell_edges", "cell_lanes")
+
+
+def bank_for(cache_cfg: SimConfig, bank: Scenario, sim: SimConfig, where: str) -> Scenario:
+    """bank [N, ...] of a cache built with cache_cfg, as a bank for runs with SimConfig sim: each cell's
+    road list cut to sim.obs_road. Raises ValueError naming where (a file or setting) and the first field
+    that differs when the cache stores other sizes."""
+    for name in STORED_FIELDS:
+        built, want = getattr(cache_cfg, name), getattr(sim, name)
+        if built != want:
+            raise ValueError(f"{where}: built with {name}={built}, this run needs {name}={want} (rebuild it: "
+                             f"python -m launch.build_scenes --max_agents={sim.max_agents} "
+                             f"--max_road_segments={sim.max_road_segments} --max_lanes={sim.max_lanes} ...)")
+    if cache_cfg.obs_road < sim.obs_road:
+        raise ValueError(f"{where}: built with obs_road={cache_cfg.obs_road}, this run needs >= {sim.obs_road}")
+    return bank.replace(cell_road=bank.cell_road[..., : sim.obs_road])
