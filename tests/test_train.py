@@ -132,3 +132,34 @@ def test_human_regularisation_settings_are_validated():
     c.ppo.bc_coef, c.ppo.bank_groups, c.ppo.num_envs = 0.1, 2, 32
     with pytest.raises(ValueError, match="config.ppo.bc_coef"):
         trainer.resolve(c)
+
+
+def test_real_scene_cache_joins_the_training_bank(tmp_path):
+    """config.scenes.real: a cache built with the training's stored sizes but a longer road list per cell
+    (launch.build_scenes' obs_road 128) joins the bank after the procedural scenes, its road lists cut to
+    the training obs_road (the nearest-first head: the same lists as a build with that obs_road); a cache
+    with other stored sizes is refused naming the setting and the field."""
+    import dataclasses
+
+    import ml_collections
+    import numpy as np
+
+    from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.sim import types
+
+    sim = types.SimConfig(max_agents=8, max_road_segments=2048, obs_road=16, enable_idm=False)
+    built = dataclasses.replace(sim, obs_road=128, enable_idm=True)  # what build_scenes labels a cache with
+    bank_lib.cached_procedural_bank(str(tmp_path), 2, 700, 3, built)
+    real = next(p for p in tmp_path.iterdir() if p.name.startswith("procedural_700"))
+    sc = ml_collections.ConfigDict(dict(train=2, train_seed=0, eval=0, eval_seed=100_000, agents=3,
+                                        cache_dir=str(tmp_path), real=str(real)))
+    bank, _, names = trainer.load_scenes(sc, sim)
+    assert sorted(names[2:]) == ["four_way_700", "t_junction_701"] and bank.cell_road.shape == (4, 32 * 32, 16)
+    same_names, same = bank_lib.cached_procedural_bank(str(tmp_path), 2, 700, 3, sim)  # built with obs_road 16
+    order = [same_names.index(n) for n in names[2:]]
+    np.testing.assert_array_equal(np.asarray(bank.cell_road[2:]), np.asarray(same.cell_road)[order])
+    np.testing.assert_array_equal(np.asarray(bank.log_xy[2:]), np.asarray(same.log_xy)[order])
+    grouped, _, group_names = trainer.load_scenes(sc, sim, groups=[1], num_groups=2)  # one scene group
+    assert group_names == [names[1], names[3]] and grouped.cell_road.shape[:2] == (1, 2)
+    with pytest.raises(ValueError, match=r"config.scenes.real=.*max_agents=8, this run needs max_agents=16"):
+        trainer.load_scenes(sc, dataclasses.replace(sim, max_agents=16))
