@@ -23,7 +23,10 @@ def get_config() -> ml_collections.ConfigDict:
         eval_seed=100_000,
         agents=12,  # agents placed per procedural scene
         cache_dir="~/.cache/cp_jax/scenes",  # converted banks are cached here (TFDS ArrayRecord)
-        real="",  # optional: a converted real-scene cache (launch.build_scenes) mixed into training
+        # optional: a converted real-scene cache mixed into training, built with the training's stored sizes:
+        # python -m launch.build_scenes --src=../shared/data/womd_json --max_agents=16 --max_road_segments=2048
+        #     --max_lanes=64 --out=DIR   (scenes truncated around the SDC by builder.fit_to_config)
+        real="",
     ))
     c.sim = ml_collections.ConfigDict(dict(
         max_agents=16, max_road_segments=2048, max_lanes=64, obs_road=64, grid_size=32,
