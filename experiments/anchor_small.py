@@ -24,8 +24,9 @@ def get_config() -> ml_collections.ConfigDict:
         agents=12,  # agents placed per procedural scene
         cache_dir="~/.cache/cp_jax/scenes",  # converted banks are cached here (TFDS ArrayRecord)
         # optional: a converted real-scene cache mixed into training, built with the training's stored sizes:
-        # python -m launch.build_scenes --src=../shared/data/womd_json --max_agents=16 --max_road_segments=2048
-        #     --max_lanes=64 --out=DIR   (scenes truncated around the SDC by builder.fit_to_config)
+        # python -m launch.build_scenes --src=../shared/data/womd_json --files=0:10 --max_agents=16
+        #     --max_road_segments=2048 --max_lanes=64 --out=DIR   (scenes truncated around the SDC by
+        #     builder.fit_to_config; --files=0:10 keeps files 10: for held-out splits, launch.make_splits)
         real="",
     ))
     c.sim = ml_collections.ConfigDict(dict(

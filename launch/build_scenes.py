@@ -1,6 +1,7 @@
 """Convert a folder of scenes once into a scenario cache (TFDS ArrayRecord, padded arrays).
 
     python -m launch.build_scenes --src=DIR --format=gpudrive_json|tfexample|procedural --out=DIR
+    python -m launch.build_scenes --src=../shared/data/womd_json --files=0:10 --out=DIR   # the first ten files
 
 Every scene is validated; a malformed file never stops the run: it is skipped and reported.
 Scenes larger than the static sizes are truncated by the documented rules (builder.fit_to_config)
@@ -10,7 +11,6 @@ skipped, with the reason and what was dropped or truncated).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import time
@@ -25,11 +25,13 @@ flags.DEFINE_integer("max_agents", 128, "static object slots")
 flags.DEFINE_integer("max_road_segments", 4096, "static road segment slots")
 flags.DEFINE_integer("max_lanes", 512, "static lane slots")
 flags.DEFINE_integer("log_steps", 91, "log steps every scene must have (shorter logs are skipped)")
+flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 0:10; '' = all)")
 FLAGS = flags.FLAGS
 
 
-def _sources(fmt: str, src: str | None, n_procedural: int):
-    """Yields (scene id, thunk returning (RawScene, notes dict)) for every input scene."""
+def _sources(fmt: str, src: str | None, n_procedural: int, select: str = ""):
+    """Yields (scene id, thunk returning (RawScene, notes dict)) for every input scene; select:
+    'START:STOP' of the sorted files of src."""
     if fmt == "procedural":
         from cp_jax.scenarios.procedural import generator, layouts
 
@@ -38,12 +40,12 @@ def _sources(fmt: str, src: str | None, n_procedural: int):
             yield f"procedural_{kinds[i % len(kinds)]}_{i}", lambda i=i: (
                 generator.generate(i, kinds[i % len(kinds)]), {})
         return
-    if not src or not os.path.isdir(src):
-        raise ValueError(f"--src={src!r}: not a folder")
+    from cp_jax.scenarios.readers.files import scene_files
+
     if fmt == "gpudrive_json":
         from cp_jax.scenarios.readers import gpudrive_json
 
-        for path in sorted(glob.glob(os.path.join(src, "*.json"))):
+        for path in scene_files(src, "*.json", select):
             def read(path=path):
                 raw, notes = gpudrive_json.read(path)
                 return raw, notes.as_dict()
@@ -52,7 +54,7 @@ def _sources(fmt: str, src: str | None, n_procedural: int):
         from cp_jax.scenarios.builder import SceneError
         from cp_jax.scenarios.readers import tfexample
 
-        for path in sorted(glob.glob(os.path.join(src, "*tfrecord*"))):
+        for path in scene_files(src, "*tfrecord*", select):
             try:
                 items = tfexample.read(path)
             except SceneError as e:  # an unreadable file is reported, not fatal
@@ -76,9 +78,14 @@ def main(_):
                           episode_steps=FLAGS.log_steps - 1)
     if os.path.exists(os.path.join(FLAGS.out, "sim_config.json")):
         raise SystemExit(f"--out={FLAGS.out} already holds a scenario cache: remove it or choose another folder")
+    if FLAGS.files and FLAGS.format == "procedural":
+        raise app.UsageError("--files selects files of --src; --format=procedural has none (use --procedural_scenes)")
+    try:  # the input is checked before anything is written
+        sources = list(_sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files))
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     os.makedirs(FLAGS.out, exist_ok=True)
     report, t0 = [], time.perf_counter()
-    sources = list(_sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes))
 
     def examples():
         for scene_id, read in sources:

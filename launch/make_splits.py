@@ -3,7 +3,8 @@
     python -m launch.make_splits --src=DIR --format=gpudrive_json --n=1000 --seed=0 --out=DIR
     python -m launch.make_splits --format=procedural --procedural_scenes=50 --n=1000 --seed=0 --out=DIR
 
-gpudrive_json: every *.json in --src (sorted), scene_id = file stem; a file that fails to read is
+gpudrive_json: every *.json in --src (sorted; --files=START:STOP keeps a slice of them, e.g. 10: for
+the scenes a training cache built with --files=0:10 left out), scene_id = file stem; a file that fails to read is
 skipped and listed with its error. procedural: --procedural_scenes scenes with seeds 0, 1, ...
 cycling through the layout kinds, scene_id = the scene's name (--src is ignored).
 
@@ -14,7 +15,6 @@ cp_jax/scenarios/splits.py.
 
 from __future__ import annotations
 
-import glob
 import os
 
 from absl import app, flags
@@ -25,18 +25,19 @@ flags.DEFINE_integer("n", 1000, "pairs per split", lower_bound=0)
 flags.DEFINE_integer("seed", 0, "seed of the random split")
 flags.DEFINE_string("out", None, "output directory")
 flags.DEFINE_integer("procedural_scenes", 50, "scenes to generate (procedural)", lower_bound=1)
+flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 10:; '' = all)")
 flags.mark_flag_as_required("out")
 FLAGS = flags.FLAGS
 
 
-def _read_json_scenes(src: str):
+def _read_json_scenes(src: str, select: str = ""):
     from cp_jax.scenarios.readers import gpudrive_json
+    from cp_jax.scenarios.readers.files import scene_files
 
-    if not src or not os.path.isdir(src):
-        raise app.UsageError(f"--src: {src!r} is not a directory")
-    files = sorted(glob.glob(os.path.join(src, "*.json")))
-    if not files:
-        raise app.UsageError(f"--src: no *.json files in {src!r}")
+    try:
+        files = scene_files(src, "*.json", select)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     raws, ids, skipped = [], [], []
     for path in files:
         try:
@@ -73,7 +74,7 @@ def main(argv):
     from cp_jax.scenarios import splits
 
     if FLAGS.format == "gpudrive_json":
-        raws, ids, skipped = _read_json_scenes(FLAGS.src)
+        raws, ids, skipped = _read_json_scenes(FLAGS.src, FLAGS.files)
     else:
         raws, ids, skipped = _procedural_scenes(FLAGS.procedural_scenes)
     for name, err in skipped:

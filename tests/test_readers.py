@@ -301,3 +301,24 @@ def test_build_scenes_reports_when_nothing_converts_and_refuses_to_overwrite(tmp
     assert subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, timeout=600).returncode == 0
     res = subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, text=True, timeout=600)
     assert res.returncode != 0 and "already holds a scenario cache" in res.stderr
+    other = tmp_path / "other"  # a file slice that selects nothing is refused before anything is written
+    res = subprocess.run(cmd[:4] + [f"--out={other}", "--files=5:"] + cmd[5:], cwd=ROOT, env=env_,
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0 and "--files='5:'" in res.stderr and not other.exists()
+
+
+def test_scene_files_are_sorted_by_name_and_sliced(tmp_path):
+    from cp_jax.scenarios.readers.files import scene_files
+
+    for name in ("c.json", "a.json", "b.json", "notes.txt"):
+        (tmp_path / name).write_text("{}")
+    names = lambda spec: [os.path.basename(p) for p in scene_files(str(tmp_path), "*.json", spec)]
+    assert names("") == ["a.json", "b.json", "c.json"]
+    assert names("0:2") == ["a.json", "b.json"] and names("2:") == ["c.json"] and names(":1") == ["a.json"]
+    for bad in ("2", "a:b", "-1:", "1:2:3"):
+        with pytest.raises(ValueError, match="--files"):
+            scene_files(str(tmp_path), "*.json", bad)
+    with pytest.raises(ValueError, match="selects none of the 3"):
+        scene_files(str(tmp_path), "*.json", "3:")
+    with pytest.raises(ValueError, match="not a folder"):
+        scene_files(str(tmp_path / "missing"), "*.json")
