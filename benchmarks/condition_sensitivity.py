@@ -25,7 +25,7 @@ import numpy as np
 
 from cp_jax.policy import distributions as dist
 from cp_jax.policy import networks, saved
-from cp_jax.rl import ppo
+from cp_jax.rl import evaluate
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.sim import conditions, env, metrics, types
 from cp_jax.sim.types import COND_FIELDS
@@ -41,7 +41,7 @@ def with_field(style: str, name: str, value: float) -> np.ndarray:
 
 def sweep(pol, bank, style: str, name: str, values) -> dict:
     """{value: outcome rates and mean speed} with the field set to each value."""
-    return {v: ppo.summarise(ppo.evaluate(pol.net, pol.params, bank, with_field(style, name, v),
+    return {v: evaluate.summarise(evaluate.evaluate(pol.net, pol.params, bank, with_field(style, name, v),
                                           types.default_params(), pol.sim, jax.random.PRNGKey(0)))
             for v in values}
 
@@ -51,20 +51,17 @@ def critic_and_actor(pol, bank, style: str, other: np.ndarray) -> dict:
     sim, params, cond = pol.sim, types.default_params(), conditions.style(style)
     other = jnp.asarray(other)
 
-    def episode(scenario, key):
-        def body(s, _):
-            obs = env.observe(s, scenario, sim)
-            logits, v_style, _ = pol.net.apply(pol.params, obs, None)
-            logits_o, v_other, _ = pol.net.apply(pol.params, networks.with_condition(obs, other), None)
-            p = jax.nn.softmax(logits)
-            kl = jnp.sum(p * (jax.nn.log_softmax(logits) - jax.nn.log_softmax(logits_o)), -1)
-            action = dist.greedy(logits)
-            s1, _ = env.step(s, action, scenario, params, sim)
-            return s1, (v_style, v_other, kl, action != dist.greedy(logits_o), s.alive)
+    def act(p, obs, s, key):
+        logits, v_style, _ = pol.net.apply(p, obs, None)
+        logits_o, v_other, _ = pol.net.apply(p, networks.with_condition(obs, other), None)
+        kl = jnp.sum(jax.nn.softmax(logits) * (jax.nn.log_softmax(logits) - jax.nn.log_softmax(logits_o)), -1)
+        action = dist.greedy(logits)
+        return env.Act(action, None, (v_style, v_other, kl, action != dist.greedy(logits_o), s.alive))
 
+    def episode(scenario, key):
         s0 = env.reset(scenario, key, cond, sim)
-        final, rows = jax.lax.scan(body, s0, None, length=sim.episode_steps)
-        return final, rows, s0.controller == types.POLICY
+        final, traj = env.rollout(act, pol.params, s0, scenario, params, sim, sim.episode_steps)
+        return final, traj.extras, s0.controller == types.POLICY
 
     n = jax.tree.leaves(bank)[0].shape[0]
     final, (v_style, v_other, kl, changed, alive), driven = jax.device_get(

@@ -1,4 +1,4 @@
-"""How often the search repairs a failure, per root rule and action mode, on a saved anchor.
+"""How often the search repairs a failure, per root rule, on a saved anchor.
 
     python benchmarks/counterplay_search.py [--variants=value,fixed30 --rounds=4 --policy=DIR]
 
@@ -26,15 +26,10 @@ from cp_jax.sim import types
 
 VARIANTS = {
     "value": dict(),
-    "value_deploy_v": dict(root_value="deploy"),
-    "value_best_style_v": dict(root_value="best_style"),
     "fixed10": dict(root_rule="fixed", window=10),
     "fixed30": dict(root_rule="fixed"),
     "fixed50": dict(root_rule="fixed", window=50),
-    "greedy_value": dict(greedy=True),
-    "greedy_fixed30": dict(greedy=True, root_rule="fixed"),
-    "normal_record_value": dict(record_style="normal"),
-    "greedy_normal_record_value": dict(greedy=True, record_style="normal"),
+    "none": dict(root_rule="none"),
 }
 
 

@@ -1,5 +1,5 @@
 """Runs env_throughput.py over batch sizes, sizes and XLA settings (one process each) and prints
-a markdown table for BUILD_NOTES.md.
+a markdown table for docs/measurements/simulator.md.
 
     python benchmarks/env_table.py [--batches=1,8,32,128] [--sizes=128x20000,32x2000]
 """

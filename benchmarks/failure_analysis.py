@@ -40,15 +40,13 @@ def main():
     names, bank = bank_lib.cached_procedural_bank(args.cache_dir, args.scenes, args.seed, 12, sim)
     cond = conditions.style(args.style)
 
+    def act(p, obs, s, key):
+        return dist.greedy(pol.net.apply(p, obs, None)[0])
+
     def episode(scenario, key):
         s0 = env.reset(scenario, key, cond, sim)
-
-        def body(s, _):
-            logits, _, _ = pol.net.apply(pol.params, env.observe(s, scenario, sim), None)
-            s1, _ = env.step(s, dist.greedy(logits), scenario, params, sim)
-            return s1, (s.xy, s.yaw, s.speed, s.alive)
-
-        return jax.lax.scan(body, s0, None, length=sim.episode_steps)
+        final, traj = env.rollout(act, pol.params, s0, scenario, params, sim, sim.episode_steps, keep_states=True)
+        return final, (traj.state.xy, traj.state.yaw, traj.state.speed, traj.state.alive)
 
     n = len(names)
     final, (xy, yaw, speed, alive) = jax.device_get(

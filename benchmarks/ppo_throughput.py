@@ -26,7 +26,7 @@ import jax.numpy as jnp
 from common import procedural_bank, timed  # benchmarks/common.py (scripts run as python benchmarks/NAME.py)
 
 from cp_jax.policy import networks
-from cp_jax.rl import ppo
+from cp_jax.rl import ppo, shaping
 from cp_jax.sim import env, types
 
 
@@ -66,7 +66,7 @@ def main():
         compile_s = time.perf_counter() - t0
         rollout = jax.jit(ppo.make_rollout(net, cfg, sim, params))
         scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-        t_roll, out = timed(lambda r=rollout, ru=runner, sc=scenes: r(ru, sc)[-1].valid, args.updates)
+        t_roll, out = timed(lambda r=rollout, ru=runner, sc=scenes: r(ru, sc, shaping.none())[-1].valid, args.updates)
         valid = float(out.sum())
         t_sim = _sim_time(sim, cfg, params, scenes, runner, args.updates)
         t_upd, _ = timed(lambda u=update, ru=runner: u(ru, bank)[1]["samples"], args.updates)

@@ -7,8 +7,9 @@ The benchmark's episodes (cp_jax.bench.episodes: 60 scenes from seed 300000, 200
 normal ego style, greedy ego, seed 0), one regime. For every pair whose scene has a traffic light, the
 ego's lane each step is the lane segment nearest its centre (preferring lanes along its heading, as
 the reward's lane frame does); an entry on red is a step at which that lane changes to one whose light
-shows stop, within 4 m of where that lane starts (its stop line), while the ego moves faster than 0.5 m/s. The observation has no traffic lights
-(BUILD_NOTES, known limits): this measures what that costs. --ego=idm runs the IDM ego instead
+shows stop, within 4 m of where that lane starts (its stop line), while the ego moves faster than 0.5 m/s.
+The observation has no traffic lights (STATUS.md, known limits): this measures what it
+costs. --ego=idm runs the IDM ego instead
 (it stops for lights: the check of the measurement). --json prints one JSON object as the last line.
 """
 

@@ -51,16 +51,19 @@ def main(_):
     cond = conditions.style(FLAGS.style)
     disc = FLAGS.gamma ** np.arange(sim.episode_steps)
 
+    def act(p, obs, s, key):
+        if p is None:  # IDM: its controller ignores the action
+            return jnp.zeros((sim.max_agents,), jnp.int32)
+        return dist.greedy(p.net.apply(p.params, obs, None)[0])
+
     def episode(pol, scenario, key):
         ctrl = types.IDM if pol is None else types.POLICY
         s0 = env.reset(scenario, key, cond, sim, jnp.full((sim.max_agents,), ctrl))
+        final, traj = env.rollout(act, pol, s0, scenario, params, sim, sim.episode_steps, keep_states=True)
+        states = env.stack_states(traj.state, final)
+        s, s1, out = jax.tree.map(lambda x: x[:-1], states), jax.tree.map(lambda x: x[1:], states), traj.out
 
-        def body(s, _):
-            if pol is None:
-                action = jnp.zeros((sim.max_agents,), jnp.int32)
-            else:
-                action = dist.greedy(pol.net.apply(pol.params, env.observe(s, scenario, sim), None)[0])
-            s1, out = env.step(s, action, scenario, params, sim)
+        def terms_of(s, s1, out):  # the reward's terms of one step, from the states either side of it
             th, lat, _, on_lane = geometry.lane_frame(s1.xy, s1.yaw, scenario, sim)
             jerk_long, jerk_lat = (s1.accel - s.accel) / sim.dt, (s1.lat_accel - s.lat_accel) / sim.dt
             kin = reward.Kinematics(speed=s1.speed, accel=s1.accel, lat_accel=s1.lat_accel, jerk_long=jerk_long,
@@ -68,10 +71,9 @@ def main(_):
             first_goal = out.at_goal & (s.goal_t == types.INF_T)
             terms = reward.reward_terms(s.cond, kin, out.collided, out.offroad, first_goal, sim.dt)
             live = out.active & (s1.alive | out.terminated)
-            return s1, {k: jnp.where(live, v, 0.0) for k, v in terms.items()}
+            return {k: jnp.where(live, v, 0.0) for k, v in terms.items()}
 
-        final, terms = jax.lax.scan(body, s0, None, length=sim.episode_steps)
-        return final, terms, s0.controller == ctrl
+        return final, jax.vmap(terms_of)(s, s1, out), s0.controller == ctrl
 
     keys = jax.random.split(jax.random.PRNGKey(0), FLAGS.scenes)
     for name, pol in drivers:

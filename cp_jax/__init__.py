@@ -3,7 +3,7 @@
 Importing cp_jax sets two XLA CPU defaults before JAX starts its backends: jax 0.10's experimental
 YNN fusion is turned off (`--xla_cpu_experimental_ynn_fusion_type=`) and Eigen's own thread pool
 is not used (`--xla_cpu_multi_thread_eigen=false`); on the 2-core CPU both made the simulator
-faster and far less noisy in benchmarks/env_throughput.py (see BUILD_NOTES.md). They are only
+faster and far less noisy in benchmarks/env_throughput.py (see docs/measurements/simulator.md). They are only
 added for the jaxlib series they were measured on, each only when XLA_FLAGS does not mention it
 already, and not at all with CP_JAX_KEEP_XLA_FLAGS=1.
 """

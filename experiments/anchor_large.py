@@ -22,7 +22,6 @@ def get_config():
     c.ppo.bank_groups = 8  # each device (and host) holds and reads only its 256 scenes (ppo.PPOConfig)
     c.ppo.lr = 3e-4
     c.ppo.vf_coef = 2.0
-    c.ppo.adv_filter = True
     c.train.total_updates = 5000
     c.train.log_every = 10
     c.train.ckpt_every = 100

@@ -3,13 +3,18 @@
     python -m launch.train_anchor --config=experiments/anchor_small.py --workdir=runs/anchor_small
     python -m launch.train_anchor --config=experiments/anchor_small.py --config.ppo.lr=1e-4 --workdir=...
 
-Fields: seed; scenes (procedural train / held-out counts and seeds, agents per scene, where the
-converted banks are cached, optionally a converted real-scene cache); sim (SimConfig fields); net
-(a preset name plus NetConfig overrides); ppo (PPOConfig fields); train (length, logging,
-checkpoints, evaluation).
+Fields: seed; init_from; scenes (procedural train / held-out counts and seeds, agents per scene,
+where the converted banks are cached, optionally a converted real-scene cache); sim (SimConfig);
+net (a preset name plus NetConfig overrides); ppo (PPOConfig); shaping (rl/shaping.py: training-only
+reward shaping); train (length, logging, checkpoints, evaluation). Sections hold every field of
+their dataclass; this file states only what differs from its defaults.
 """
 
 import ml_collections
+
+from cp_jax.jobs.config import section
+from cp_jax.rl.ppo import PPOConfig
+from cp_jax.sim.types import SimConfig
 
 
 def get_config() -> ml_collections.ConfigDict:
@@ -29,39 +34,17 @@ def get_config() -> ml_collections.ConfigDict:
         #     builder.fit_to_config; --files=0:10 keeps files 10: for held-out splits, launch.make_splits)
         real="",
     ))
-    c.sim = ml_collections.ConfigDict(dict(
-        max_agents=16, max_road_segments=2048, max_lanes=64, obs_road=64, grid_size=32,
-        remove_on_event=True, enable_idm=False,
-    ))
+    c.sim = section(SimConfig, max_agents=16, obs_road=64, enable_idm=False)
     c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))
-    c.ppo = ml_collections.ConfigDict(dict(
-        num_envs=32, rollout_steps=45, rollouts_per_scene=4, sample_capacity=0.3, update_epochs=2,
-        compact_groups=1,  # set to a multiple of the device count for device-local compaction (ppo.PPOConfig)
-        bank_groups=1,  # > 1 (a multiple of the device count): each device/host holds and reads only its scene groups
-        num_minibatches=4, lr=1e-3, lr_schedule="linear",
-        max_grad_norm=0.5, gamma=0.98, gae_lambda=0.95, clip_eps=0.2, vf_coef=0.5, ent_coef=0.02,
-        norm_adv=True, adv_filter=False, conditioned=True, fixed_style="normal", goal_radius_range=(2.0, 12.0),
-        goal_radius_power=1.0,  # > 1 skews the sampled goal radius towards its low end (ppo.PPOConfig)
-        style_frac=0.5,  # share of agents given one of the five named styles instead of a uniform sample
-        shared_style_frac=0.0,  # share of episodes where every agent shares one named style (ppo.PPOConfig)
-        # Training-only shaping (ppo.PPOConfig): reward per metre of progress towards the goal along
-        # the lane route ("route_goal"; "route": arc gained, paid past the goal too; "goal": straight
-        # line); 0 is the paper's reward alone. The shipped anchor (every stage) trained with these, so
-        # PPO-Continue continues with them too.
-        progress_per_m=0.08, progress_along="route_goal",
-        progress_urgency=0.0,  # > 0: collision-tolerant conditions paid more per metre (ppo.PPOConfig)
-        risk_penalty=0.0, risk_horizon=2.0,  # > 0: conflict shaping weighted by the condition's alpha_coll
-        # Training-only weights of the shipped anchor's last two stages (b40, b41; PPO-Continue continues
-        # with them): a collision costs (1 + 8 alpha_coll / 3) alpha_coll, a comfort violation 0.3
-        # alpha_comfort. Its first stage (b24) ran with 0 / False / 1.0 (assets/anchors/conditioned_small).
-        collision_gain=8.0,  # > 0: a collision costs (1 + gain) x alpha_coll in training (ppo.PPOConfig)
-        collision_gain_by_weight=True,  # True: (1 + gain x alpha_coll / 3) x alpha_coll instead (ppo.PPOConfig)
-        comfort_scale=0.3,  # < 1: policy agents pay comfort_scale x alpha_comfort per violation (ppo.PPOConfig)
-        comfort_scope="all",  # "braking": comfort_scale applies to braking violations only (ppo.PPOConfig)
-        log_frac=0.0,  # share of agents replaying their logs each episode (mixed traffic; not trained on)
-        idm_frac=0.0,  # share of agents driven by IDM each episode (needs sim.enable_idm=True; not trained on)
-        bc_coef=0.0,  # > 0: + bc_coef x NLL of the training scenes' logged actions (human-regularised PPO)
-    ))
+    # total_updates comes from train.total_updates (it also sets the learning-rate schedule)
+    c.ppo = section(PPOConfig, exclude=("total_updates",), sample_capacity=0.3, update_epochs=2, lr=1e-3,
+                    lr_schedule="linear", ent_coef=0.02, style_frac=0.5)
+    # Training-only shaping of the shipped anchor (rl/shaping.py; PPO-Continue continues with it): progress
+    # along the lane route towards the goal (every stage); a collision costs (1 + 8 alpha_coll / 3) alpha_coll
+    # and a comfort violation 0.3 alpha_comfort (its last two stages, b40 and b41; its first, b24, ran with
+    # collision_gain=0, gain_by_weight=False, comfort_scale=1.0: assets/anchors/conditioned_small).
+    c.shaping = ml_collections.ConfigDict(dict(progress_per_m=0.08, collision_gain=8.0, gain_by_weight=True,
+                                               comfort_scale=0.3))
     c.human = ml_collections.ConfigDict(dict(batch=256, stride=4))  # bc_coef's logged samples per update; every 4th
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1200,  # sets the learning-rate schedule too

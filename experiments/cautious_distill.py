@@ -11,6 +11,6 @@ from experiments import counterplay
 
 def get_config() -> ml_collections.ConfigDict:
     c = counterplay.get_config()
+    c.method = "cautious_distill"
     c.counterplay.student_gate = False  # no verification of any kind: the baseline as published
-    c.method = "cautious_distill"  # sets counterplay.method = style_distill, teacher_style = cautious
     return c

@@ -5,11 +5,14 @@ PPO-Continue at the same small budget, then benchmark anchor vs both on procedur
     python -m launch.main --out=runs/main --config.budget_frac=0.02 --config.bench.pairs=100
 
 `counterplay` and `ppo_continue` are the two post-training experiments (experiments/counterplay.py,
-experiments/ppo_continue.py); budget_frac, seed and anchor here override both.
+experiments/ppo_continue.py); budget_frac, seed and anchor here override both, and the anchor is also
+the benchmark's traffic anchor. `bench` holds every BenchConfig field (cp_jax/bench/config.py).
 """
 
 import ml_collections
 
+from cp_jax.bench.config import BenchConfig
+from cp_jax.jobs.config import section
 from experiments import counterplay, ppo_continue
 
 
@@ -20,9 +23,5 @@ def get_config() -> ml_collections.ConfigDict:
     c.seed = 0
     c.counterplay = counterplay.get_config()
     c.ppo_continue = ppo_continue.get_config()
-    c.bench = ml_collections.ConfigDict(dict(
-        splits=("interactive", "random"), regimes=("all",), ego_styles=("normal",), seeds=1,
-        pairs=200, procedural_scenes=60, procedural_seed=300_000, figures=4,
-        ppo_policy="assets/anchors/ppo_small", bc_policy="assets/anchors/smart_bc",
-    ))
+    c.bench = section(BenchConfig, exclude=("anchor_policy",), figures=4)
     return c

@@ -13,11 +13,10 @@ from experiments import anchor_small
 def get_config():
     c = anchor_small.get_config()
     c.ppo.conditioned = False
-    c.ppo.fixed_style = "normal"
-    c.ppo.ent_coef = 0.01  # no comfort term here: less entropy pressure needed (run p1 in BUILD_NOTES)
+    c.ppo.ent_coef = 0.01  # no comfort term here: less entropy pressure needed (run p1, docs/log.md)
     c.ppo.lr = 5e-4  # the shipped ppo_small's settings (run p2), not the conditioned anchor's
     c.ppo.style_frac = 0.0
-    c.ppo.progress_per_m = 0.0  # the fixed reward alone (run p2)
+    c.shaping.progress_per_m = 0.0  # the fixed reward alone (run p2); the other weights act on conditions only
     c.train.total_updates = 1800
     c.train.eval_styles = ("normal",)
     return c

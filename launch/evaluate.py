@@ -18,13 +18,12 @@ side by side on pairs where their outcomes differ). Definitions: cp_jax/bench/*.
 
 from __future__ import annotations
 
-import os
-
 from absl import app, flags
 
 flags.DEFINE_multi_string("policy", None, "policy folder, name=folder, or a built-in (expert, idm, const_vel)")
 flags.DEFINE_string("scenes", "procedural", "'procedural' or a converted scene cache directory")
-flags.DEFINE_string("manifests", None, "directory with interactive.csv / random.csv (cache scenes)")
+flags.DEFINE_string("manifests", "", "directory with interactive.csv / random.csv (cache scenes; default "
+                    "SCENES/splits)")
 flags.DEFINE_list("splits", ["interactive", "random"], "splits to run")
 flags.DEFINE_list("regimes", ["all"], "traffic regimes, or 'all'")
 flags.DEFINE_list("ego_styles", ["normal"], "the ego's style(s)")
@@ -41,70 +40,35 @@ flags.DEFINE_string("bc_policy", "assets/anchors/smart_bc", "behaviour-cloned po
 flags.DEFINE_string("cache_dir", "~/.cache/cp_jax/scenes", "procedural scene cache")
 flags.DEFINE_bool("progress", True, "progress bar")
 FLAGS = flags.FLAGS
-
-
-def _driver(spec: str):
-    from cp_jax.bench import episodes
-    from cp_jax.policy import saved
-
-    name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
-    if path in episodes.BUILTIN_EGOS:
-        return episodes.builtin(path)._replace(name=name or path)
-    if not os.path.isdir(path):
-        raise app.UsageError(f"--policy={spec}: {path!r} is neither a policy folder nor one of "
-                             f"{sorted(episodes.BUILTIN_EGOS)}")
-    return episodes.from_saved(name or os.path.basename(os.path.normpath(path)), saved.load(path))
+BENCH_FLAGS = ("splits", "regimes", "ego_styles", "seeds", "scenes", "manifests", "pairs", "procedural_scenes",
+               "procedural_seed", "agents", "cache_dir", "figures", "anchor_policy", "ppo_policy", "bc_policy")
 
 
 def validate():
-    """Every flag checked before any work; returns (egos, traffic, regimes)."""
-    from cp_jax.bench import episodes, suite
-    from cp_jax.policy import saved
-    from cp_jax.sim import conditions
+    """Every flag checked before any work; returns (egos, BenchConfig)."""
+    from cp_jax.bench import config as bench_config
+    from cp_jax.bench import episodes
 
     if not FLAGS.policy:
         raise app.UsageError("--policy: give at least one")
     if not FLAGS.out:
         raise app.UsageError("--out: required")
-    for s in FLAGS.splits:
-        if s not in suite.SPLITS:
-            raise app.UsageError(f"--splits: unknown split {s!r}; known: {', '.join(suite.SPLITS)}")
-    regimes = list(episodes.REGIMES) if FLAGS.regimes == ["all"] else FLAGS.regimes
-    for r in regimes:
-        if r not in episodes.REGIMES:
-            raise app.UsageError(f"--regimes: unknown regime {r!r}; known: all, {', '.join(episodes.REGIMES)}")
-    for s in FLAGS.ego_styles:
-        if s not in conditions.STYLES:
-            raise app.UsageError(f"--ego_styles: unknown style {s!r}; known: {', '.join(sorted(conditions.STYLES))}")
-    if FLAGS.scenes != "procedural" and not os.path.isdir(FLAGS.scenes):
-        raise app.UsageError(f"--scenes: {FLAGS.scenes!r} is neither 'procedural' nor a directory")
-    egos = [_driver(p) for p in FLAGS.policy]
+    try:
+        bench = bench_config.BenchConfig(**{name: getattr(FLAGS, name) for name in BENCH_FLAGS})
+        egos = [episodes.from_spec(p) for p in FLAGS.policy]
+    except ValueError as e:
+        raise app.UsageError(str(e).replace("BenchConfig.", "--")) from None
     names = [e.name for e in egos]
     if len(set(names)) != len(names):
         raise app.UsageError(f"--policy: names must be unique, got {names} (use name=folder)")
-    traffic = {}
-    for key, flag in (("anchor", "anchor_policy"), ("ppo", "ppo_policy"), ("smart_bc", "bc_policy")):
-        needed_by = [r for r in regimes if episodes.REGIME_POLICY[r] == key]
-        if needed_by:
-            path = getattr(FLAGS, flag)
-            if not os.path.isdir(path):
-                raise app.UsageError(f"--{flag}: {path!r} is not a policy folder (needed by regimes {needed_by})")
-            traffic[key] = episodes.from_saved(key, saved.load(path))
-    return egos, traffic, regimes
+    return egos, bench
 
 
 def main(_):
-    egos, traffic, regimes = validate()
-    if FLAGS.scenes == "procedural":
-        scenes = dict(kind="procedural", num_scenes=FLAGS.procedural_scenes, pairs=FLAGS.pairs,
-                      seed=FLAGS.procedural_seed, agents=FLAGS.agents, cache_dir=FLAGS.cache_dir)
-    else:
-        manifests = FLAGS.manifests or os.path.join(FLAGS.scenes, "splits")
-        scenes = dict(kind="cache", path=FLAGS.scenes, manifests=manifests)
-    from cp_jax.bench.harness import run_benchmark
+    egos, bench = validate()
+    from cp_jax.jobs.benchmark import run_benchmark
 
-    run_benchmark(egos, traffic, regimes, FLAGS.splits, FLAGS.ego_styles, FLAGS.seeds, FLAGS.out, scenes,
-                  figures=FLAGS.figures, progress=FLAGS.progress)
+    run_benchmark(egos, bench, FLAGS.out, progress=FLAGS.progress)
 
 
 if __name__ == "__main__":

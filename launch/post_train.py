@@ -3,11 +3,12 @@
     python -m launch.post_train --config=experiments/counterplay.py --workdir=runs/cp
     python -m launch.post_train --config=experiments/ppo_continue.py --config.anchor=DIR --workdir=runs/ppo_c
 
-Everything is validated (and the anchor read) before any scene is generated. The workdir gets
-run_info.json, metrics.jsonl + TensorBoard scalars (one row per round / update: failures by kind,
-roots, retries passing by style, samples, losses, budget spent), eval.jsonl (validation split,
-greedy, deployment style), orbax checkpoints (re-running the command resumes), policy/ (the
-post-trained policy), post_train.json and diagnostics.png.
+Everything is validated (and the anchor read) before any scene is generated (cp_jax/jobs/post_train.py,
+whose METHODS registry lists the methods). The workdir gets run_info.json, metrics.jsonl + TensorBoard
+scalars (one row per round / update: failures by kind, roots, retries passing by style, samples,
+losses, budget spent), eval.jsonl (validation split, greedy, deployment style), orbax checkpoints
+(re-running the command resumes), policy/ (the post-trained policy), post_train.json and
+diagnostics.png.
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ FLAGS = flags.FLAGS
 
 def main(_):
     multihost.init()
-    from cp_jax.counterplay import trainer
+    from cp_jax.jobs import post_train
 
-    config = FLAGS.config
-    setup = trainer.resolve(config)  # validates every field before any work
-    logging.info("%s", trainer.describe(setup))
-    print(f"{setup.method}: budget {setup.budget:,.0f} agent-steps -> {FLAGS.workdir}")
+    setup = post_train.resolve(FLAGS.config)  # validates every field before any work
+    logging.info("%s", post_train.describe(setup))
+    print(f"{setup.method.name}: budget {setup.budget:,.0f} agent-steps -> {FLAGS.workdir}")
     t0 = time.perf_counter()
-    result = trainer.post_train(config, FLAGS.workdir)
+    result = post_train.post_train(FLAGS.config, FLAGS.workdir)
     print(json.dumps({k: v for k, v in result.items() if k != "params"}, indent=1))
     print(f"done in {time.perf_counter() - t0:.0f}s -> {FLAGS.workdir}")
 

@@ -95,7 +95,7 @@ def main(_):
         import dataclasses
 
         from cp_jax.policy import saved
-        from cp_jax.rl import ppo
+        from cp_jax.rl import evaluate
 
         pol = saved.load(anchor)
         acfg = dataclasses.replace(cfg, obs_road=pol.sim.obs_road, obs_partners=pol.sim.obs_partners,
@@ -103,7 +103,7 @@ def main(_):
         abank = bank_lib.make_bank(raws, acfg)
         t1 = time.perf_counter()
         key = jax.random.PRNGKey(config.seed)
-        rates = ppo.summarise(ppo.evaluate(pol.net, pol.params, abank, cond, params, acfg, key))
+        rates = evaluate.summarise(evaluate.evaluate(pol.net, pol.params, abank, cond, params, acfg, key))
         results["anchor"] = dict(rates, path=config.anchor)
         print(f"{'anchor':>10} | {rates['goal']:.3f}  {rates['collision']:.3f}     {rates['offroad']:.3f}   "
               f"{rates['timeout']:.3f}   | ({config.anchor}, greedy, {time.perf_counter() - t1:.1f}s incl. compile)")

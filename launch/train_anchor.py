@@ -3,11 +3,11 @@
     python -m launch.train_anchor --config=experiments/anchor_small.py --workdir=runs/anchor_small
     python -m launch.train_anchor --config=experiments/ppo_small.py --workdir=runs/ppo_small
 
-Everything is validated before any scene is generated. The workdir gets run_info.json (resolved
-config, git revision), metrics.jsonl and TensorBoard scalars (tb/), orbax checkpoints
-(checkpoints/, every train.ckpt_every updates, the last train.keep kept), held-out evaluations
-(eval.jsonl, and eval.json at the end) and curve.png. Re-running the same command resumes from the
-latest checkpoint: the result equals an uninterrupted run with the same seed.
+Everything is validated before any scene is generated (cp_jax/jobs/train.py). The workdir gets
+run_info.json (resolved config, git revision), metrics.jsonl and TensorBoard scalars (tb/), orbax
+checkpoints (checkpoints/, every train.ckpt_every updates, the last train.keep kept), held-out
+evaluations (eval.jsonl, and eval.json at the end), curve.png and the policy (policy/). Re-running
+the same command resumes from the latest checkpoint: the result equals an uninterrupted run.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import json
 import os
 import time
 
-from absl import app, flags, logging
+from absl import app, flags
 from ml_collections import config_flags
 
 from launch import multihost
@@ -31,13 +31,11 @@ FLAGS = flags.FLAGS
 
 def main(_):
     multihost.init()
-    from cp_jax.rl import trainer
+    from cp_jax.jobs import train
 
-    config = FLAGS.config
-    trainer.resolve(config)  # validates every field before any work
-    logging.info("training in %s", FLAGS.workdir)
+    train.resolve(FLAGS.config)  # validates every field before any work
     t0 = time.perf_counter()
-    result = trainer.train(config, FLAGS.workdir)
+    result = train.train(FLAGS.config, FLAGS.workdir)
     print(json.dumps(result["final_eval"], indent=1))
     print(f"done in {time.perf_counter() - t0:.0f}s -> {FLAGS.workdir}")
 

@@ -22,7 +22,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
 
-# Measured per-module times, longest first (BUILD_NOTES "Test suite"); the rest keep collection order.
+# Measured per-module times, longest first (docs/measurements/tests.md); the rest keep collection order.
 LONGEST_FIRST = ("test_parallel.py", "test_counterplay.py", "test_train.py", "test_ppo.py", "test_post_train.py",
                  "test_bench.py", "test_env.py", "test_bc.py", "test_policy.py")
 

@@ -153,8 +153,8 @@ def test_training_fits_labels_and_round_trips(tmp_path):
 
 
 def test_config_is_validated_naming_the_field():
+    from cp_jax.jobs import clone as train_bc
     from experiments import bc_small
-    from launch import train_bc
 
     setup = train_bc.resolve(bc_small.get_config())
     assert not setup.net.condition and setup.net == dataclasses.replace(networks.small(), condition=False)
@@ -180,8 +180,8 @@ def test_config_is_validated_naming_the_field():
 def test_real_cache_config(tmp_path):
     """A real-scene cache built with more slots is labelled with its own sizes and the training observation
     sizes; one that cannot provide them is refused naming config.scenes.real."""
+    from cp_jax.jobs import clone as train_bc
     from experiments import bc_small
-    from launch import train_bc
 
     sim = train_bc.resolve(bc_small.get_config()).sim
     built = types.SimConfig(max_agents=128, max_road_segments=4096, max_lanes=512)  # launch.build_scenes' default
@@ -202,7 +202,7 @@ def test_shipped_smart_bc_loads_and_drives():
     folder = os.path.join(ROOT, "assets", "anchors", "smart_bc")
     if not os.path.exists(folder):
         pytest.skip("assets/anchors/smart_bc not shipped yet")
-    from cp_jax.rl import ppo
+    from cp_jax.rl import evaluate
 
     pol = saved.load(folder)
     assert not pol.net.cfg.condition
@@ -211,7 +211,7 @@ def test_shipped_smart_bc_loads_and_drives():
     sim = small_config(obs_partners=pol.sim.obs_partners, obs_road=pol.sim.obs_road)
     bank = env.stack_scenarios([build_scenario(straight_road([(10.0, -2.0, 0.0, 5.0), (40.0, -2.0, 0.0, 5.0)]),
                                                sim)])
-    r = ppo.evaluate(pol.net, pol.params, bank, conditions.style("normal"), types.default_params(), sim,
+    r = evaluate.evaluate(pol.net, pol.params, bank, conditions.style("normal"), types.default_params(), sim,
                      jax.random.PRNGKey(0))
     assert int(r["controlled"].sum()) == 2
     assert float(np.asarray(r["mean_speed"])[0, 0]) > 0.5  # it drives

@@ -31,15 +31,19 @@ def small(tmp_path_factory):
     return st, ego, {"anchor": episodes.from_saved("anchor", anchor)}, cfg
 
 
-def test_traffic_conditions_and_controllers():
-    mix = episodes.traffic_conditions("mix", 5)
+def test_regime_registry_conditions_controllers_and_names():
+    mix = episodes.get("mix").conditions(5)
     assert [tuple(c) for c in mix[:3]] == [tuple(conditions.STYLES[s]) for s in ("aggressive", "normal", "cautious")]
     np.testing.assert_array_equal(mix[3], conditions.STYLES["aggressive"])
-    np.testing.assert_array_equal(episodes.traffic_conditions("idm", 2)[1], NORMAL)
-    assert episodes.traffic_controller("idm") == types.IDM and episodes.traffic_controller("expert") == types.LOG
-    assert episodes.traffic_controller("mix") == types.OTHER_POLICY
+    np.testing.assert_array_equal(episodes.get("idm").conditions(2)[1], NORMAL)
+    assert episodes.get("idm").controller == types.IDM and episodes.get("expert").controller == types.LOG
+    assert episodes.get("mix").controller == types.OTHER_POLICY and episodes.get("mix").policy == "anchor"
+    assert episodes.regime_names(["all"]) == list(episodes.REGIMES) and len(episodes.REGIMES) == 8
+    assert episodes.label("smart_bc") == "SMART stand-in (BC)"
     with pytest.raises(ValueError, match="unknown regime"):
-        episodes.traffic_conditions("teleport", 2)
+        episodes.get("teleport")
+    with pytest.raises(ValueError, match="unknown regime"):
+        episodes.regime_names(["idm", "teleport"])
 
 
 def test_expert_ego_in_expert_traffic_completes_every_procedural_pair(small):
@@ -96,7 +100,7 @@ def test_expert_ego_on_real_scenes_reaches_its_goal():
 
     Under the aggressive style (goal speed 30 m/s): under the normal style (20 m/s) 10 of the 171
     pairs time out, every one a highway car whose log ends (leaves the map) at 22-36 m/s, above the
-    style's goal speed; the off-road ones are the parking-lot / driveway logs of BUILD_NOTES."""
+    style's goal speed; the off-road ones are the parking-lot / driveway logs of docs/measurements/scenarios.md."""
     from cp_jax.scenarios.readers import gpudrive_json
 
     cfg = types.SimConfig(max_agents=128, max_road_segments=4096, max_lanes=512, obs_road=64)

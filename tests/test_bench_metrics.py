@@ -34,7 +34,7 @@ def _table_policy(table, obs, state, key):
 def _episode(scenario, controller, table):
     s0 = env.reset(scenario, jax.random.PRNGKey(0), conditions.style("normal"), CFG, controller)
     final, traj = env.rollout(_table_policy, table, s0, scenario, PARAMS, CFG, N, keep_states=True)
-    return bm.record_from_states(bm.stack_states(traj.state, final), final)
+    return bm.record_from_states(env.stack_states(traj.state, final), final)
 
 
 @jax.jit

@@ -236,7 +236,8 @@ def _run(folder, init_from="", agent_steps=None, argv=("train_anchor.py", "--x=1
     with open(os.path.join(folder, "run_info.json"), "w") as f:
         json.dump(dict(argv=list(argv), git_revision="abc", config=dict(init_from=init_from)), f)
     normal = dict(goal=0.9, collision=0.05, offroad=0.02, timeout=0.03, mean_speed=7.0, agents=10)
-    ev = dict(epochs=3) if agent_steps is None else dict(updates=10, agent_steps=agent_steps, styles=dict(normal=normal))
+    ev = (dict(epochs=3) if agent_steps is None
+          else dict(updates=10, agent_steps=agent_steps, styles=dict(normal=normal)))
     with open(os.path.join(folder, "eval.json"), "w") as f:
         json.dump(ev, f)
     return os.path.join(folder, "policy")
@@ -248,8 +249,8 @@ def test_lineage_follows_init_from_and_counts_every_run(tmp_path):
     an exported eval.json's own lineage is taken as is, and CounterPlay's budget reads the sum."""
     import json
 
-    from cp_jax.counterplay import trainer as cp_trainer
     from cp_jax.io import run_info
+    from cp_jax.jobs import post_train
 
     clone = _run(tmp_path / "clone", argv=("train_bc.py",))
     b1 = _run(tmp_path / "b1", init_from=clone, agent_steps=100.0)
@@ -268,8 +269,8 @@ def test_lineage_follows_init_from_and_counts_every_run(tmp_path):
     with open(asset / "eval.json", "w") as f:
         json.dump(dict(updates=10, agent_steps=50.0, lineage=runs, lineage_agent_steps=150.0), f)
     assert run_info.lineage(str(asset)) == runs
-    assert cp_trainer.anchor_steps(str(asset)) == 150.0  # the whole lineage
-    assert cp_trainer.anchor_steps(str(tmp_path / "b2")) == 50.0  # no recorded lineage: the run's own
+    assert post_train.anchor_steps(str(asset)) == 150.0  # the whole lineage
+    assert post_train.anchor_steps(str(tmp_path / "b2")) == 50.0  # no recorded lineage: the run's own
 
 
 def test_export_policy_writes_the_lineage(tmp_path):
@@ -297,7 +298,8 @@ def test_export_policy_writes_the_lineage(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
     ev = json.loads((out / "eval.json").read_text())
-    assert ev["lineage_agent_steps"] == 2.2e6 and [os.path.basename(x["run"]) for x in ev["lineage"]] == ["tune", "base"]
+    assert ev["lineage_agent_steps"] == 2.2e6
+    assert [os.path.basename(x["run"]) for x in ev["lineage"]] == ["tune", "base"]
     assert (out / "curve.png").stat().st_size > 0  # the lineage's curve (the run itself drew none)
     readme = (out / "README.md").read_text()
     assert "python -m launch.train_anchor --workdir=base" in readme and "2.20 M simulated agent-steps" in readme, readme

@@ -11,8 +11,9 @@ import sys
 import jax
 import pytest
 
-from cp_jax.counterplay import trainer
 from cp_jax.io.metrics import read_jsonl
+from cp_jax.jobs import post_train
+from cp_jax.jobs.loop import FAULT_ENV
 from cp_jax.policy import networks, saved
 from cp_jax.sim import types
 
@@ -41,9 +42,9 @@ def anchor(tmp_path_factory):
 
 def _run(experiment, workdir, anchor, cache, extra=(), kill_at=None):
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    env.pop(trainer.FAULT_ENV, None)
+    env.pop(FAULT_ENV, None)
     if kill_at is not None:
-        env[trainer.FAULT_ENV] = str(kill_at)
+        env[FAULT_ENV] = str(kill_at)
     cmd = [sys.executable, "-m", "launch.post_train", f"--config=experiments/{experiment}.py", f"--workdir={workdir}",
            f"--config.anchor={anchor}", f"--config.scenes.cache_dir={cache}", *TINY, *extra]
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
@@ -107,7 +108,7 @@ def test_ppo_continue_spends_the_same_budget_and_changes_the_policy(tmp_path, an
 ])
 def test_keep_going_ends_each_method_where_its_rule_says(budget, rule, rounds):
     spent, done = 0.0, 0
-    while trainer.keep_going(spent, done, budget, rule):
+    while post_train.keep_going(spent, done, budget, rule):
         spent, done = spent + 300.0, done + 1
     assert done == rounds
 

@@ -11,10 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cp_jax.bench import metrics as bench_metrics
 from cp_jax.policy import networks
-from cp_jax.rl import ppo
+from cp_jax.rl import evaluate, ppo, shaping
 from cp_jax.scenarios.bank import make_bank
-from cp_jax.sim import conditions, env, types
+from cp_jax.sim import conditions, controllers, env, types
 from tests.worlds import straight_road
 
 SIM = types.SimConfig(
@@ -73,8 +74,6 @@ def test_gae_terminated_cuts_and_truncation_bootstraps():
         (dict(sample_capacity=0.0), "sample_capacity"),
         (dict(num_minibatches=10_000), "num_minibatches"),
         (dict(rollouts_per_scene=0), "rollouts_per_scene"),
-        (dict(goal_radius_range=(3.0, 2.0)), "goal_radius_range"),
-        (dict(goal_radius_power=0.0), "goal_radius_power"),
         (dict(lr_schedule="step"), "lr_schedule"),
         (dict(gamma=1.5), "gamma"),
         (dict(num_envs=0), "num_envs"),
@@ -197,11 +196,11 @@ def test_ppo_learns_to_reach_goals():
     normal = conditions.style("normal")
     many = jax.tree.map(lambda x: jnp.concatenate([x] * 4), bank)  # 4 copies: 16 agents, sampled actions
     rate = lambda r: float(r["goal"].sum() / r["controlled"].sum())  # noqa: E731
-    before = ppo.evaluate(net, runner.params, many, normal, types.default_params(), SIM, jax.random.PRNGKey(0),
+    before = evaluate.evaluate(net, runner.params, many, normal, types.default_params(), SIM, jax.random.PRNGKey(0),
                           greedy=False)
     for _ in range(40):
         runner, stats = update(runner, bank)
-    after = ppo.evaluate(net, runner.params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(0))
+    after = evaluate.evaluate(net, runner.params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(0))
     assert rate(before) < 0.6 and int(before["offroad"].sum()) >= 3
     assert rate(after) >= 0.9 and int(after["offroad"].sum()) == 0, jax.device_get(stats)
 
@@ -218,7 +217,7 @@ def test_lstm_policy_trains_and_evaluates():
         assert np.isfinite(float(stats["policy_loss"]))
     # The memory restarts with the scenes (every rollouts_per_scene updates).
     assert not np.any(np.asarray(runner.carry[0][0]))
-    r = ppo.evaluate(net, runner.params, bank, conditions.style("normal"), types.default_params(), SIM,
+    r = evaluate.evaluate(net, runner.params, bank, conditions.style("normal"), types.default_params(), SIM,
                      jax.random.PRNGKey(0))
     assert int(r["controlled"].sum()) == 4
 
@@ -232,40 +231,17 @@ def test_evaluate_counts_at_fault_and_mixes_styles():
     net = networks.ActorCritic(NET)
     net_params = ppo.init(net, _cfg(), SIM, jax.random.PRNGKey(0), bank).params
     normal = jnp.tile(conditions.style("normal"), (SIM.max_agents, 1))
-    res = ppo.evaluate(net, net_params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(1),
-                       at_fault=True)
+    res = evaluate.evaluate(net, net_params, bank, normal, types.default_params(), SIM, jax.random.PRNGKey(1),
+                            classify=bench_metrics.at_fault_in)
     np.testing.assert_array_equal(np.asarray(res["controlled"])[:, :2], True)
     np.testing.assert_array_equal(np.asarray(res["collision"])[:, :2], True)
-    np.testing.assert_array_equal(np.asarray(res["at_fault"])[:, :2], [[True, False]] * 2)
-    assert ppo.summarise(res)["at_fault"] == 0.5 and "at_fault" not in ppo.summarise(
-        {k: v for k, v in res.items() if k != "at_fault"})
-    mixed = ppo.evaluate_mixed(net, net_params, bank, jnp.stack([conditions.style("normal")] * 2),
-                               types.default_params(), SIM, jax.random.PRNGKey(1))
-    assert mixed == [ppo.summarise(res)] * 2
-
-
-def test_shared_style_episodes_give_every_agent_one_named_style():
-    cfg = _cfg(style_frac=0.5, shared_style_frac=0.5)
-    cond = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(0), (400, 6), cfg))
-    named = np.stack([conditions.STYLES[s] for s in conditions.RETRY_STYLES])
-    shared = np.all(cond == cond[:, :1], axis=(1, 2))  # episodes whose agents all share one condition
-    assert 0.42 < shared.mean() < 0.58
-    assert all(any(np.array_equal(c, n) for n in named) for c in cond[shared, 0])
-    assert len({tuple(c) for c in cond[shared, 0]}) == len(named)  # every retry style drawn
-    off = np.asarray(ppo.sample_conditions(jax.random.PRNGKey(0), (400, 6), _cfg(style_frac=0.5)))
-    assert not np.any(np.all(off == off[:, :1], axis=(1, 2)))  # per-agent draws alone: no such episode
-    with pytest.raises(ValueError, match="shared_style_frac"):
-        _cfg(shared_style_frac=1.5).validate(SIM)
-
-
-def test_sampled_goal_radius_range():
-    cond = ppo.sample_conditions(jax.random.PRNGKey(0), (64, 4), _cfg(goal_radius_range=(2.0, 3.0)))
-    radius = np.asarray(cond[..., 0])
-    assert radius.min() >= 2.0 and radius.max() <= 3.0 and radius.std() > 0.1
-    assert np.asarray(cond[..., 9]).max() > 10.0  # the other fields keep their DESIGN ranges
-    skewed = ppo.sample_conditions(jax.random.PRNGKey(0), (4096,), _cfg(goal_radius_power=3.0))[..., 0]
-    # u ** 3 <= 0.1 (radius <= 3 m) for u <= 0.464: about 46% of draws, against 10% when uniform.
-    assert 0.42 < float(np.mean(np.asarray(skewed) <= 3.0)) < 0.50 and float(np.max(skewed)) > 11.0
+    np.testing.assert_array_equal(np.asarray(res["classified"])[:, :2], [[True, False]] * 2)
+    assert evaluate.summarise(res)["classified"] == 0.5 and "classified" not in evaluate.summarise(
+        {k: v for k, v in res.items() if k != "classified"})
+    mixed = evaluate.evaluate_mixed(net, net_params, bank, jnp.stack([conditions.style("normal")] * 2),
+                                    types.default_params(), SIM, jax.random.PRNGKey(1),
+                                    classify=bench_metrics.at_fault_in)
+    assert mixed == [evaluate.summarise(res)] * 2
 
 
 def test_style_frac_mixes_named_styles_into_sampled_conditions():
@@ -289,7 +265,7 @@ def test_opponents_act_from_their_own_parameters_and_stay_out_of_the_loss():
     hard_brake = 0 * 13 + 6  # accel -4, steer 0
     opp = {"params": dict(p, actor=dict(p["actor"], bias=p["actor"]["bias"].at[hard_brake].add(50.0)))}
     scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    *_, batch = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes, opp)
+    *_, batch = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes, shaping.none(), opp)
     ctrl = np.asarray(runner.env.controller)  # [B, A] the first step's controllers
     other, mine = ctrl == types.OTHER_POLICY, ctrl == types.POLICY
     assert other.any() and mine.any()
@@ -308,7 +284,7 @@ def _mixed_rollout(cfg, sim, controller):
     bank, net = _bank(), networks.ActorCritic(NET)
     runner = ppo.init(net, cfg, sim, jax.random.PRNGKey(0), bank)
     scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    state, *_, batch = jax.jit(ppo.make_rollout(net, cfg, sim, types.default_params()))(runner, scenes)
+    state, *_, batch = jax.jit(ppo.make_rollout(net, cfg, sim, types.default_params()))(runner, scenes, shaping.none())
     ctrl, eligible = np.asarray(runner.env.controller), np.asarray(scenes.controllable)
     driven = np.any((ctrl == types.POLICY) & eligible, axis=1, keepdims=True)
     return state, batch, scenes, (ctrl == controller) & eligible & driven
@@ -322,24 +298,6 @@ def test_log_replay_share_follows_its_logs_and_stays_out_of_the_loss():
     np.testing.assert_allclose(np.asarray(state.xy)[logged], np.asarray(scenes.log_xy[:, :, 4])[logged], atol=1e-4)
     with pytest.raises(ValueError, match="log_frac"):
         _cfg(log_frac=0.6, opponent_frac=0.5).validate(SIM)
-
-
-def test_idm_share_is_drawn_and_stays_out_of_the_loss():
-    """Mixed traffic (idm_frac): about that share of the agents get the IDM controller, which needs
-    the IDM compiled into step(); their steps are never samples."""
-    cfg = _cfg(idm_frac=0.4, log_frac=0.2, rollout_steps=2, num_envs=8)
-    with pytest.raises(ValueError, match="enable_idm"):
-        cfg.validate(SIM)
-    with pytest.raises(ValueError, match="idm_frac"):
-        _cfg(idm_frac=0.5, log_frac=0.5).validate(SIM)
-    sim = dataclasses.replace(SIM, enable_idm=True)
-    ids = np.asarray(ppo.episode_controllers(jax.random.PRNGKey(1), dataclasses.replace(cfg, num_envs=1024), sim))
-    share = {c: float(np.mean(ids == c)) for c in (types.POLICY, types.LOG, types.IDM, types.OTHER_POLICY)}
-    assert abs(share[types.IDM] - 0.4) < 0.03 and abs(share[types.LOG] - 0.2) < 0.03
-    assert share[types.OTHER_POLICY] == 0.0
-    _, batch, _, idm = _mixed_rollout(cfg, sim, types.IDM)
-    assert idm.any()
-    assert not np.any(np.asarray(batch.valid)[:, idm])
 
 
 def test_human_regularisation_pulls_the_policy_to_logged_actions():
@@ -361,83 +319,38 @@ def test_human_regularisation_pulls_the_policy_to_logged_actions():
         update(runner, bank)
 
 
-@pytest.mark.parametrize("along", ["goal", "route", "route_goal"])
-def test_progress_shaping_pays_the_distance_gained(along):
-    """progress_per_m adds coef x (progress in the step) per valid step: over steps where an agent
-    stays in the world, the extra reward sums to coef x (its whole progress) — towards the goal in a
-    straight line, or along its lane route. Every agent drives under the aggressive style, whose
-    coef progress_urgency raises by 1.5 x (1 - 0.2 / 3): 0.5 -> 1.2 per metre."""
-    bank, net = _bank(), networks.ActorCritic(dataclasses.replace(NET, condition=False))
-    plain = _cfg(conditioned=False, fixed_style="aggressive")
-    shaped = dataclasses.replace(plain, progress_per_m=0.5, progress_along=along, progress_urgency=1.5)
-    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(3), bank)
+def _shaped_rollouts(bank, net, cfg, seed, weights):
+    """One compiled rollout of cfg from one start, run under each shaping in weights (never recompiled:
+    the weights are arrays) -> (runner, scenes, [(final state, Batch)])."""
+    runner = ppo.init(net, cfg, SIM, jax.random.PRNGKey(seed), bank)
     scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    out = {}
-    for name, cfg in (("plain", plain), ("shaped", shaped)):
-        out[name] = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(runner, scenes)
-    state, *_, batch = out["plain"]
-    extra = np.asarray(out["shaped"][-1].reward - batch.reward)  # [T, B, A]
+    fn = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))
+    outs = [fn(runner, scenes, w) for w in weights]
+    assert fn._cache_size() == 1
+    return runner, scenes, [(o[0], o[-1]) for o in outs]
+
+
+def test_progress_shaping_pays_the_distance_gained_along_the_route():
+    """progress_per_m adds coef x (progress in the step) per valid step: over steps where an agent
+    stays in the world, the extra reward sums to coef x its progress along its lane route towards its
+    goal."""
+    bank, net = _bank(), networks.ActorCritic(dataclasses.replace(NET, condition=False))
+    runner, scenes, [(state, batch), (_, shaped)] = _shaped_rollouts(
+        bank, net, _cfg(conditioned=False), 3, [shaping.none(), shaping.make(progress_per_m=0.5)])
+    extra = np.asarray(shaped.reward - batch.reward)  # [T, B, A]
     valid = np.asarray(batch.valid)
     np.testing.assert_array_equal(extra[~valid], 0.0)
     whole = valid.all(0)  # in the world for all T steps (no restart within the 10-step rollout)
     assert whole.sum() >= 4
-    if along == "goal":
-        gained = ppo.goal_distance(runner.env, scenes) - ppo.goal_distance(state, scenes)
-    elif along == "route":
-        gained = ppo.route_arc(state, scenes, SIM) - ppo.route_arc(runner.env, scenes, SIM)
-    else:
-        gained = ppo.route_to_goal(runner.env, scenes, SIM) - ppo.route_to_goal(state, scenes, SIM)
-    gained = np.asarray(gained)
-    np.testing.assert_allclose(extra.sum(0)[whole], 1.2 * gained[whole], atol=1e-4)
+    goal = shaping.goal_arc(scenes, SIM)
+    gained = np.asarray(shaping.route_to_goal(runner.env, scenes, SIM, goal) - shaping.route_to_goal(
+        state, scenes, SIM, goal))
+    np.testing.assert_allclose(extra.sum(0)[whole], 0.5 * gained[whole], atol=1e-4)
     assert np.all(gained[whole] > 0.0)  # the cars start at 5 m/s towards their goals, along their routes
     with pytest.raises(ValueError, match="progress_per_m"):
-        _cfg(progress_per_m=-1.0).validate(SIM)
-    with pytest.raises(ValueError, match="progress_along"):
-        _cfg(progress_along="lane").validate(SIM)
-    with pytest.raises(ValueError, match="progress_urgency"):
-        _cfg(progress_urgency=-0.5).validate(SIM)
-    if along == "goal":  # conflict shaping: - risk_penalty x 0.2 / 3 x conflict_risk of the state after each step
-        # (a 10 s horizon: the lone car nears the parked one in the other lane, 4 m to the side, later)
-        risky = dataclasses.replace(plain, risk_penalty=30.0, risk_horizon=10.0)
-        cost = np.asarray(jax.jit(ppo.make_rollout(net, risky, SIM, types.default_params()))(runner, scenes)[-1].reward
-                          - batch.reward)
-        assert np.all(cost <= 1e-6) and np.all(cost[~valid] == 0.0) and cost.min() < -1e-3, cost.min()
-        np.testing.assert_allclose(cost[-1][whole], -2.0 * np.asarray(ppo.conflict_risk(state, scenes, 10.0))[whole],
-                                   atol=1e-5)
-    np.testing.assert_allclose(  # "route" and "route_goal" agree until the goal is passed
-        np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route"))[whole],
-        np.asarray(ppo.progress(runner.env, state, scenes, SIM, "route_goal"))[whole], atol=1e-4)
-
-
-def test_progress_urgency_pays_collision_tolerant_conditions_more():
-    styles = jnp.stack([conditions.style(s) for s in ("aggressive", "normal_aggressive", "normal", "cautious")])
-    flat = ppo.progress_weight(styles, _cfg(progress_per_m=0.1))
-    np.testing.assert_allclose(np.asarray(flat), 0.1, rtol=1e-6)
-    urgent = np.asarray(ppo.progress_weight(styles, _cfg(progress_per_m=0.1, progress_urgency=1.0)))
-    np.testing.assert_allclose(urgent, [0.1 * (2.0 - 0.2 / 3.0), 0.1 * (2.0 - 1.6 / 3.0), 0.1, 0.1], rtol=1e-6)
-    zero_coll = conditions.sample(jax.random.PRNGKey(0), (64,)).at[:, 1].set(0.0)  # alpha_coll = 0: the most
-    most = ppo.progress_weight(zero_coll, _cfg(progress_per_m=0.1, progress_urgency=1.0))
-    np.testing.assert_allclose(np.asarray(most), 0.2, rtol=1e-6)
-
-
-def test_conflict_risk_scores_predicted_near_misses():
-    """Head-on at 10 m/s each, 20 m apart: they meet in 1 s of a 2 s horizon (0.5); a car 10 m behind
-    the first at its speed never nears it but meets the oncoming car in 1.5 s (0.25); a parked car
-    50 m away, and an agent out of the world, score 0; the oncoming car left alone scores 0."""
-    xy = jnp.array([[[0.0, 0.0], [20.0, 0.0], [0.0, 50.0], [-10.0, 0.0], [25.0, 0.0]]])
-    state = SimpleNamespace(xy=xy, yaw=jnp.array([[0.0, jnp.pi, 0.0, 0.0, jnp.pi]]),
-                            speed=jnp.array([[10.0, 10.0, 0.0, 10.0, 10.0]]),
-                            alive=jnp.array([[True, True, True, True, False]]))
-    scenes = SimpleNamespace(size=jnp.full((1, 5, 2), 4.5))
-    np.testing.assert_allclose(np.asarray(ppo.conflict_risk(state, scenes, 2.0)), [[0.5, 0.5, 0.0, 0.25, 0.0]],
-                               atol=1e-4)
-    alone = SimpleNamespace(**{**vars(state), "alive": jnp.array([[False, True, True, False, False]])})
-    np.testing.assert_allclose(np.asarray(ppo.conflict_risk(alone, scenes, 2.0)), 0.0, atol=1e-6)
-    styles = jnp.stack([conditions.style(s) for s in ("aggressive", "normal", "cautious")])
-    np.testing.assert_allclose(np.asarray(ppo.risk_weight(styles, _cfg(risk_penalty=0.3))), [0.02, 0.3, 0.3],
-                               rtol=1e-6)
-    with pytest.raises(ValueError, match="risk_penalty"):
-        _cfg(risk_penalty=-1.0).validate(SIM)
+        shaping.make(progress_per_m=-1.0)
+    with pytest.raises(ValueError, match="shaping: unknown"):
+        shaping.from_config({"progress_along": "goal"})
 
 
 class _Routes(NamedTuple):
@@ -446,9 +359,10 @@ class _Routes(NamedTuple):
     goal: jax.Array
 
 
-def test_route_arc_follows_the_route():
+def test_route_distance_to_the_goal_follows_the_route():
     """route_arc is the arc length of a point on the route (continuous between route points), grows
-    with the distance driven along it, and is 0 without a route."""
+    with the distance driven along it, and is 0 without a route; the distance to the goal along the
+    route counts either side of the goal (driving past it costs what it paid)."""
     r = 12
     route = jnp.stack([jnp.arange(r) * SIM.route_spacing, jnp.zeros(r)], -1)  # along +x, 2 m apart
     fields = dict(route_xy=jnp.zeros((1, 3, SIM.max_route_points, 2)).at[0, :2, :r].set(route),
@@ -456,16 +370,13 @@ def test_route_arc_follows_the_route():
                   goal=jnp.array([[[16.0, 0.5], [16.0, 0.5], [9.0, 0.0]]]))  # 16 m along the route
     scenes = _Routes(**fields)  # a pytree holding the fields route_arc and goal_arc read
     xs = jnp.array([[[3.0, 0.4], [7.1, -0.3], [5.0, 0.0]]])  # on, beside, and with no route
-    state = SimpleNamespace(xy=xs)
-    np.testing.assert_allclose(np.asarray(ppo.route_arc(state, scenes, SIM)), [[3.0, 7.1, 0.0]], atol=1e-5)
-    np.testing.assert_allclose(np.asarray(ppo.route_to_goal(state, scenes, SIM)), [[13.0, 8.9, 0.0]], atol=1e-5)
-    past = SimpleNamespace(xy=jnp.array([[[19.0, 0.0], [15.0, 0.0], [9.0, 0.0]]]))
-    np.testing.assert_allclose(np.asarray(ppo.route_to_goal(past, scenes, SIM)), [[3.0, 1.0, 0.0]], atol=1e-5)
-    # Past the goal "route" still pays and "route_goal" charges: the first car drives 16 -> 19 m.
-    at_goal = SimpleNamespace(xy=jnp.array([[[16.0, 0.0], [15.0, 0.0], [9.0, 0.0]]]))
-    np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route"))[0, 0], 3.0, atol=1e-5)
-    np.testing.assert_allclose(np.asarray(ppo.progress(at_goal, past, scenes, SIM, "route_goal"))[0, 0], -3.0,
-                               atol=1e-5)
+    arc = jax.vmap(lambda sc, xy: controllers.route_arc(sc, xy, SIM))(scenes, xs)
+    np.testing.assert_allclose(np.asarray(arc), [[3.0, 7.1, 0.0]], atol=1e-5)
+    goal = shaping.goal_arc(scenes, SIM)
+    to_goal = lambda xy: np.asarray(shaping.route_to_goal(SimpleNamespace(xy=xy), scenes, SIM, goal))  # noqa: E731
+    np.testing.assert_allclose(to_goal(xs), [[13.0, 8.9, 0.0]], atol=1e-5)
+    past = jnp.array([[[19.0, 0.0], [15.0, 0.0], [9.0, 0.0]]])
+    np.testing.assert_allclose(to_goal(past), [[3.0, 1.0, 0.0]], atol=1e-5)
 
 
 def test_comfort_scale_pays_a_share_of_the_comfort_term():
@@ -475,64 +386,32 @@ def test_comfort_scale_pays_a_share_of_the_comfort_term():
     refund is not empty."""
     scene = straight_road([(10.0, -2.0, 0.0, 5.0), (30.0, 2.0, np.pi, 5.0)],
                           goals=[(90.0, -2.0), (-50.0, 2.0)], name="apart")
-    blind = dataclasses.replace(NET, condition=False)
-    bank, net = make_bank([scene], SIM), networks.ActorCritic(blind)
-    plain = _cfg(num_envs=2)
-    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(1), bank)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-
-    def rollout(cfg):
-        fn = jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))
-        return lambda run: np.asarray(fn(run, scenes)[-1].reward)
-
-    plain_fn = rollout(plain)  # compiled once, run twice
-    base = plain_fn(runner)
-    free = rollout(dataclasses.replace(plain, comfort_scale=0.0))(runner)
-    half = rollout(dataclasses.replace(plain, comfort_scale=0.5))(runner)
+    bank, net = make_bank([scene], SIM), networks.ActorCritic(dataclasses.replace(NET, condition=False))
+    runner, scenes, outs = _shaped_rollouts(bank, net, _cfg(num_envs=2), 1, [
+        shaping.none(), shaping.make(comfort_scale=0.0), shaping.make(comfort_scale=0.5)])
+    base, free, half = (np.asarray(batch.reward) for _, batch in outs)
     i = types.COND_FIELDS.index("alpha_comfort")
     zeroed = runner.replace(env=runner.env.replace(cond=runner.env.cond.at[..., i].set(0.0)))
-    np.testing.assert_allclose(free, plain_fn(zeroed), atol=1e-6)
+    fn = jax.jit(ppo.make_rollout(net, _cfg(num_envs=2), SIM, types.default_params()))
+    np.testing.assert_allclose(free, np.asarray(fn(zeroed, scenes, shaping.none())[-1].reward), atol=1e-6)
     refund = free - base
     assert refund.max() > 1e-3 and refund.min() >= -1e-7
     np.testing.assert_allclose(half - base, 0.5 * refund, atol=1e-6)
     with pytest.raises(ValueError, match="comfort_scale"):
-        _cfg(comfort_scale=-0.5).validate(SIM)
-
-
-def test_comfort_refund_by_scope():
-    """comfort_refund on hand-made steps (dt 0.1): "all" refunds every violation, "braking" only a
-    deceleration beyond 3 m/s^2 and a braking onset (jerk < -5) without a lateral jerk."""
-    i = types.COND_FIELDS.index("alpha_comfort")
-    cond = jnp.zeros((1, 5, types.COND_DIM)).at[..., i].set(0.1)
-    # agents: brake onset 0 -> -1 (jerk -10); hard braking held at -3.5; release -3.5 -> -2 (jerk +15);
-    # hard acceleration 3.5 held; brake onset with a lateral jerk (lat 0 -> 1).
-    before = SimpleNamespace(accel=jnp.array([[0.0, -3.5, -3.5, 3.5, 0.0]]), lat_accel=jnp.zeros((1, 5)), cond=cond)
-    after = SimpleNamespace(accel=jnp.array([[-1.0, -3.5, -2.0, 3.5, -1.0]]),
-                            lat_accel=jnp.array([[0.0, 0.0, 0.0, 0.0, 1.0]]))
-    refund = {scope: np.asarray(ppo.comfort_refund(before, after, SIM, _cfg(comfort_scale=0.5, comfort_scope=scope)))
-              for scope in ("all", "braking")}
-    np.testing.assert_allclose(refund["all"], 0.05 * np.array([[1, 1, 1, 1, 1]]), atol=1e-7)
-    np.testing.assert_allclose(refund["braking"], 0.05 * np.array([[1, 1, 0, 0, 0]]), atol=1e-7)
-    with pytest.raises(ValueError, match="comfort_scope"):
-        _cfg(comfort_scope="steering").validate(SIM)
+        shaping.make(comfort_scale=-0.5)
 
 
 def test_collision_gain_charges_a_collision_by_the_condition():
     """collision_gain adds - gain x alpha_coll exactly on the steps where a policy agent collides:
     two cars 6 m apart head-on at 8 m/s meet within the 10-step rollout; a lone car far behind
-    never collides, so it is charged nothing."""
+    never collides, so it is charged nothing. By weight: gain x (alpha_coll / 3) x alpha_coll."""
     scene = straight_road([(10.0, -2.0, 0.0, 8.0), (16.0, -2.0, np.pi, 8.0), (-60.0, 2.0, np.pi, 5.0)],
                           goals=[(40.0, -2.0), (-10.0, -2.0), (-80.0, 2.0)], name="head_on")
     bank, net = make_bank([scene], SIM), networks.ActorCritic(NET)
-    plain = _cfg(num_envs=2)
-    runner = ppo.init(net, plain, SIM, jax.random.PRNGKey(0), bank)
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    rewards = {}
-    for gain in (0.0, 2.0):
-        cfg = dataclasses.replace(plain, collision_gain=gain)
-        rewards[gain] = np.asarray(jax.jit(ppo.make_rollout(net, cfg, SIM, types.default_params()))(
-            runner, scenes)[-1].reward)
-    extra = rewards[2.0] - rewards[0.0]  # [T, B, A]
+    runner, _, outs = _shaped_rollouts(bank, net, _cfg(num_envs=2), 0, [
+        shaping.none(), shaping.make(collision_gain=2.0), shaping.make(collision_gain=2.0, gain_by_weight=True)])
+    base, plain_gain, by_weight = (np.asarray(batch.reward) for _, batch in outs)
+    extra = plain_gain - base  # [T, B, A]
     hit = extra < -1e-6
     assert hit[:, :, :2].any(0).all(), hit.any(0)  # both head-on cars are charged, in both envs
     assert not hit[:, :, 2].any()
@@ -540,14 +419,11 @@ def test_collision_gain_charges_a_collision_by_the_condition():
     np.testing.assert_array_equal(hit[:, :, :2].sum(0), 1)
     alpha = np.asarray(conditions.field(runner.env.cond, "alpha_coll"))[:, :2]  # [B, 2]
     np.testing.assert_allclose(extra[:, :, :2].sum(0), -2.0 * alpha, rtol=1e-5)
-    # by weight: 2 x (alpha / 3) x alpha, on the same steps
-    by_weight = dataclasses.replace(plain, collision_gain=2.0, collision_gain_by_weight=True)
-    scaled = np.asarray(jax.jit(ppo.make_rollout(net, by_weight, SIM, types.default_params()))(
-        runner, scenes)[-1].reward) - rewards[0.0]
+    scaled = by_weight - base
     np.testing.assert_allclose(scaled[:, :, :2].sum(0), -2.0 * alpha * alpha / 3.0, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(np.abs(scaled[~hit]).max(), 0.0)
-    fixed = dataclasses.replace(plain, conditioned=False, collision_gain=2.0)  # the fixed reward: no gain
-    batch = jax.jit(ppo.make_rollout(net, fixed, SIM, types.default_params()))(runner, scenes)[-1]
-    assert -0.5 - 1e-6 <= float(batch.reward.min()) <= -0.5 + 1e-6  # the collision's fixed -0.5, nothing more
+    # the non-conditioned baseline's fixed reward gets no gain (nor comfort scale): they act on conditions
+    fixed = shaping.from_config({"collision_gain": 2.0, "comfort_scale": 0.3}, conditioned=False)
+    assert float(fixed.collision_gain) == 0.0 and float(fixed.comfort_scale) == 1.0
     with pytest.raises(ValueError, match="collision_gain"):
-        _cfg(collision_gain=-1.0).validate(SIM)
+        shaping.make(collision_gain=-1.0)

@@ -38,7 +38,7 @@ def test_round_trip_and_errors(tmp_path):
 
 @pytest.mark.parametrize("name", ["conditioned_small", "ppo_small"])
 def test_shipped_anchor_loads_and_drives(name):
-    from cp_jax.rl import ppo
+    from cp_jax.rl import evaluate
     from cp_jax.scenarios.bank import make_bank
     from cp_jax.sim import conditions, types
     from tests.worlds import straight_road
@@ -49,7 +49,7 @@ def test_shipped_anchor_loads_and_drives(name):
         assert os.path.exists(os.path.join(folder, f)), f
     sim = small_config(obs_partners=pol.sim.obs_partners, obs_road=pol.sim.obs_road)
     bank = make_bank([straight_road([(10.0, -2.0, 0.0, 5.0), (40.0, -2.0, 0.0, 5.0)])], sim)
-    r = ppo.evaluate(pol.net, pol.params, bank, conditions.style("normal"), types.default_params(), sim,
+    r = evaluate.evaluate(pol.net, pol.params, bank, conditions.style("normal"), types.default_params(), sim,
                      jax.random.PRNGKey(0))
     assert int(r["controlled"].sum()) == 2
     assert np.all(np.isfinite(np.asarray(r["mean_speed"])))

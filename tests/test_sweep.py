@@ -3,9 +3,9 @@ and are written from the benchmark's records (no post-training run, no simulatio
 
 import ml_collections
 
-from cp_jax.counterplay import trainer
+from cp_jax.bench.config import BenchConfig
+from cp_jax.jobs import post_train, sweep
 from experiments import sweep_small
-from launch import sweep
 from tests.test_bench_report import _rec
 
 
@@ -15,8 +15,10 @@ def test_every_variant_resolves_and_every_table_row_names_a_variant():
     runs = sweep.run_configs(config)
     assert set(runs) == {f"{v}_s0" for v in sweep_small.VARIANTS}
     for c in runs.values():
-        trainer.resolve(c)  # a misspelt override key or value raises here
-    assert runs["cp_timeouts_s0"].counterplay.failure_kinds == ("timeout",)
+        post_train.resolve(c)  # a misspelt override key or value raises here
+    assert runs["fixed10_s0"].counterplay.window == 10 and runs["cp_no_gate_s0"].counterplay.student_gate is False
+    assert runs["cautious_distill_s0"].method == "cautious_distill"
+    sweep.resolve(config, sweep_small)  # the benchmark section and Table IV's deployment styles too
     named = {m for _, m in sweep_small.TABLE_II + sweep_small.TABLE_V}
     named |= {m for _, row in sweep_small.TABLE_IV for m in row.values()}
     assert named - {"anchor"} <= set(sweep_small.VARIANTS)
@@ -26,11 +28,11 @@ def test_every_variant_resolves_and_every_table_row_names_a_variant():
 
 
 def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():
-    config = ml_collections.ConfigDict(dict(bench=dict(
-        ego_styles=("normal",), splits=("interactive",), deploy_styles=("halfway",), deploy_splits=("interactive",))))
+    config = ml_collections.ConfigDict(dict(deploy=dict(styles=("halfway",), splits=("interactive",))))
+    bench = BenchConfig(ego_styles=("normal",), splits=("interactive",), regimes=("idm",))
     recs = [_rec(p, "completed", regime="idm", style=s, score=10.0)
             for p in ("anchor", "counterplay_s0", "only_aggressive_s0", "fixed10_s0") for s in ("normal", "halfway")]
-    text = "\n\n".join(sweep.tables(recs, ["idm"], config))
+    text = "\n\n".join(sweep.tables(recs, bench, config))
     lines = text.splitlines()
     for title in ("Table I (methods)", "Table III (methods)", "Table II (components)", "Table V (styles searched)",
                   "Table IV"):

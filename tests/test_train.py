@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from cp_jax.io.metrics import read_jsonl
-from cp_jax.rl import trainer
+from cp_jax.jobs import scenes, train
+from cp_jax.jobs.loop import FAULT_ENV
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -27,9 +28,9 @@ def _train(workdir, cache, kill_at=None, devices: int = 1, extra=(), process=Non
     # repeated run loads the programs its predecessor compiled.
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
                XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
-    env.pop(trainer.FAULT_ENV, None)
+    env.pop(FAULT_ENV, None)
     if kill_at is not None:
-        env[trainer.FAULT_ENV] = str(kill_at)
+        env[FAULT_ENV] = str(kill_at)
     cmd = [sys.executable, "-m", "launch.train_anchor", f"--workdir={workdir}",
            f"--config.scenes.cache_dir={cache}", *TINY, f"--config.train.devices={devices}", *extra]
     if process is not None:  # (process id, coordinator port): one of two processes joined by jax.distributed
@@ -124,14 +125,14 @@ def test_human_regularisation_settings_are_validated():
 
     c = anchor_small.get_config()
     c.ppo.bc_coef = 0.1
-    assert trainer.resolve(c).ppo.bc_coef == 0.1
+    assert train.resolve(c).ppo.bc_coef == 0.1
     c.human.batch = 0
     with pytest.raises(ValueError, match="config.human.batch"):
-        trainer.resolve(c)
+        train.resolve(c)
     c = anchor_small.get_config()
     c.ppo.bc_coef, c.ppo.bank_groups, c.ppo.num_envs = 0.1, 2, 32
     with pytest.raises(ValueError, match="config.ppo.bc_coef"):
-        trainer.resolve(c)
+        train.resolve(c)
 
 
 def test_real_scene_cache_joins_the_training_bank(tmp_path):
@@ -153,13 +154,13 @@ def test_real_scene_cache_joins_the_training_bank(tmp_path):
     real = next(p for p in tmp_path.iterdir() if p.name.startswith("procedural_700"))
     sc = ml_collections.ConfigDict(dict(train=2, train_seed=0, eval=0, eval_seed=100_000, agents=3,
                                         cache_dir=str(tmp_path), real=str(real)))
-    bank, _, names = trainer.load_scenes(sc, sim)
+    bank, _, names = scenes.load(sc, sim)
     assert sorted(names[2:]) == ["four_way_700", "t_junction_701"] and bank.cell_road.shape == (4, 32 * 32, 16)
     same_names, same = bank_lib.cached_procedural_bank(str(tmp_path), 2, 700, 3, sim)  # built with obs_road 16
     order = [same_names.index(n) for n in names[2:]]
     np.testing.assert_array_equal(np.asarray(bank.cell_road[2:]), np.asarray(same.cell_road)[order])
     np.testing.assert_array_equal(np.asarray(bank.log_xy[2:]), np.asarray(same.log_xy)[order])
-    grouped, _, group_names = trainer.load_scenes(sc, sim, groups=[1], num_groups=2)  # one scene group
+    grouped, _, group_names = scenes.load(sc, sim, groups=[1], num_groups=2)  # one scene group
     assert group_names == [names[1], names[3]] and grouped.cell_road.shape[:2] == (1, 2)
     with pytest.raises(ValueError, match=r"config.scenes.real=.*max_agents=8, this run needs max_agents=16"):
-        trainer.load_scenes(sc, dataclasses.replace(sim, max_agents=16))
+        scenes.load(sc, dataclasses.replace(sim, max_agents=16))

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from typing import Any, NamedTuple
 
 import jax
@@ -38,18 +39,56 @@ from cp_jax.policy import networks
 from cp_jax.sim import conditions, env, types
 from cp_jax.sim.types import Scenario, SimConfig, SimParams
 
-REGIMES = ("idm", "ppo", "smart_bc", "expert", "aggressive", "normal", "cautious", "mix")
-REGIME_LABELS = {
-    "idm": "IDM", "ppo": "PPO", "smart_bc": "SMART stand-in (BC)", "expert": "Expert",
-    "aggressive": "Aggressive", "normal": "Normal", "cautious": "Cautious", "mix": "Mix",
-}
-# Which traffic policy a regime needs (None: a built-in controller).
-REGIME_POLICY = {
-    "idm": None, "expert": None, "ppo": "ppo", "smart_bc": "smart_bc",
-    "aggressive": "anchor", "normal": "anchor", "cautious": "anchor", "mix": "anchor",
-}
+
+@dataclasses.dataclass(frozen=True)
+class Regime:
+    """A traffic regime: how every agent but the ego is driven (module docstring's table)."""
+
+    name: str
+    label: str  # as the tables print it
+    controller: int  # types.IDM / LOG (built-in) or OTHER_POLICY (a traffic policy)
+    policy: str | None = None  # which traffic policy drives it: "anchor", "ppo" or "smart_bc"
+    styles: tuple[str, ...] = ("normal",)  # the agents' conditions, round-robin by agent index
+
+    def conditions(self, num_agents: int) -> np.ndarray:
+        """[A, COND_DIM] conditions of the non-ego agents."""
+        return np.stack([conditions.STYLES[self.styles[i % len(self.styles)]] for i in range(num_agents)])
+
+
+REGIMES: dict[str, Regime] = {r.name: r for r in (
+    Regime("idm", "IDM", types.IDM),
+    Regime("ppo", "PPO", types.OTHER_POLICY, "ppo"),
+    Regime("smart_bc", "SMART stand-in (BC)", types.OTHER_POLICY, "smart_bc"),
+    Regime("expert", "Expert", types.LOG),
+    Regime("aggressive", "Aggressive", types.OTHER_POLICY, "anchor", ("aggressive",)),
+    Regime("normal", "Normal", types.OTHER_POLICY, "anchor", ("normal",)),
+    Regime("cautious", "Cautious", types.OTHER_POLICY, "anchor", ("cautious",)),
+    Regime("mix", "Mix", types.OTHER_POLICY, "anchor", ("aggressive", "normal", "cautious")),
+)}
+TRAFFIC_POLICIES = ("anchor", "ppo", "smart_bc")  # the traffic policies a regime may need
 BUILTIN_EGOS = {"expert": types.LOG, "idm": types.IDM, "const_vel": types.CONST_VEL}
-MIX_STYLES = ("aggressive", "normal", "cautious")
+
+
+def get(name: str) -> Regime:
+    """The regime named `name`; unknown names raise, listing the known ones."""
+    if name not in REGIMES:
+        raise ValueError(f"unknown regime {name!r}; known: {', '.join(REGIMES)}")
+    return REGIMES[name]
+
+
+def label(name: str) -> str:
+    """A regime's table label (its name when it is not a regime)."""
+    return REGIMES[name].label if name in REGIMES else name
+
+
+def regime_names(names) -> list[str]:
+    """The regimes a list names ("all": every one, in table order); unknown names raise."""
+    names = list(REGIMES) if list(names) == ["all"] else list(names)
+    for n in names:
+        get(n)
+    return names
+
+
 OBS_FIELDS = ("obs_partners", "obs_road", "partner_radius", "grid_size")
 
 
@@ -74,18 +113,17 @@ def from_saved(name: str, policy) -> Driver:
     return Driver(name=name, net=policy.net, params=policy.params, sim=policy.sim)
 
 
-def traffic_conditions(regime: str, num_agents: int) -> np.ndarray:
-    """[A, COND_DIM] conditions of the non-ego agents under a regime."""
-    if regime not in REGIMES:
-        raise ValueError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
-    if regime == "mix":
-        return np.stack([conditions.STYLES[MIX_STYLES[i % 3]] for i in range(num_agents)])
-    name = regime if regime in ("aggressive", "normal", "cautious") else "normal"
-    return np.tile(conditions.STYLES[name], (num_agents, 1))
+def from_spec(spec: str) -> Driver:
+    """A Driver from `folder`, `name=folder` or a built-in's name (expert, idm, const_vel; `name=idm`
+    too); raises ValueError naming the spec."""
+    from cp_jax.policy import saved
 
-
-def traffic_controller(regime: str) -> int:
-    return {"idm": types.IDM, "expert": types.LOG}.get(regime, types.OTHER_POLICY)
+    name, _, path = spec.rpartition("=") if "=" in spec else ("", "", spec)
+    if path in BUILTIN_EGOS:
+        return builtin(path)._replace(name=name or path)
+    if not os.path.isdir(path):
+        raise ValueError(f"--policy={spec}: {path!r} is neither a policy folder nor one of {sorted(BUILTIN_EGOS)}")
+    return from_saved(name or os.path.basename(os.path.normpath(path)), saved.load(path))
 
 
 def bench_config(scene_cfg: SimConfig, *drivers: Driver) -> SimConfig:
@@ -108,7 +146,7 @@ def episode_config(cfg: SimConfig, ego: Driver, regime: str) -> SimConfig:
     """cfg with the IDM controller compiled out unless the regime's traffic or the ego is IDM: the
     step's IDM branch is then unused (same episodes), and it is the costliest part of a step with
     many agents (real scenes, 128 agents: 67 of 70 s of the expert-ego sanity run)."""
-    uses_idm = regime == "idm" or (ego.net is None and ego.builtin == types.IDM)
+    uses_idm = REGIMES[regime].controller == types.IDM or (ego.net is None and ego.builtin == types.IDM)
     return cfg if uses_idm else dataclasses.replace(cfg, enable_idm=False)
 
 
@@ -126,29 +164,27 @@ def _episode_fn(ego_cfg: networks.NetConfig | None, ego_builtin: int | None,
         is_ego = jnp.arange(a) == ego
         cond = jnp.where(is_ego[:, None], ego_cond[None, :], traffic_cond)
         s0 = env.reset(scenario, key, cond, cfg, jnp.where(is_ego, ego_ctrl, traffic_ctrl))
-        carries = (
-            networks.initial_carry(ego_cfg, (1,)) if ego_net is not None else None,
-            networks.initial_carry(traffic_cfg, (a,)) if traffic_net is not None else None,
-        )
 
-        def body(c, _):
-            s, (carry_e, carry_t) = c
-            key, k_t = jax.random.split(s.key)
-            s = s.replace(key=key)
-            obs = env.observe(s, scenario, cfg)
+        def act(_, obs, s, k, carries):
+            """Traffic samples its actions from the traffic policy; the ego acts greedily on its own row."""
+            carry_e, carry_t = carries
             action = jnp.zeros((a,), jnp.int32)
             if traffic_net is not None:
                 logits, _, carry_t = traffic_net.apply(traffic_params, obs, carry_t)
-                action = dist.sample(k_t, logits)
+                action = dist.sample(k, logits)
             if ego_net is not None:
                 row = jax.tree.map(lambda x: x[ego][None], obs)
                 logits, _, carry_e = ego_net.apply(ego_params, row, carry_e)
                 action = jnp.where(is_ego, dist.greedy(logits)[0], action)
-            s_next, _ = env.step(s, action, scenario, params, cfg)
-            return (s_next, (carry_e, carry_t)), s
+            return env.Act(action, (carry_e, carry_t))
 
-        (final, _), states = jax.lax.scan(body, (s0, carries), None, length=cfg.episode_steps)
-        rec = bench_metrics.record_from_states(bench_metrics.stack_states(states, final), final)
+        carries = (
+            networks.initial_carry(ego_cfg, (1,)) if ego_net is not None else None,
+            networks.initial_carry(traffic_cfg, (a,)) if traffic_net is not None else None,
+        )
+        final, traj = env.rollout(act, None, s0, scenario, params, cfg, cfg.episode_steps, keep_states=True,
+                                  memory=carries)
+        rec = bench_metrics.record_from_states(env.stack_states(traj.state, final), final)
         out = bench_metrics.episode_metrics(rec, scenario, ego, cfg)
         out["ego_controlled"] = s0.controller[ego] == ego_ctrl
         return out, rec
@@ -179,9 +215,8 @@ def run(
     traffic maps "ppo" / "smart_bc" / "anchor" to their drivers (only the one the regime needs is
     read); ego_cond [COND_DIM] is the ego's style. Pair p's key is fold_in(PRNGKey(seed), p).
     """
-    if regime not in REGIMES:
-        raise ValueError(f"unknown regime {regime!r}; known: {', '.join(REGIMES)}")
-    need, t_driver = REGIME_POLICY[regime], None
+    reg = get(regime)
+    need, t_driver = reg.policy, None
     if need is not None:
         if need not in traffic:
             raise ValueError(f"regime {regime!r} needs a {need!r} traffic policy; given: {sorted(traffic)}")
@@ -194,6 +229,6 @@ def run(
     out, rec = fn(
         ego.params, t_driver.params if t_driver is not None else None, bank,
         jnp.asarray(scene, jnp.int32), jnp.asarray(ego_index, jnp.int32), jnp.asarray(ego_cond, jnp.float32),
-        jnp.asarray(traffic_conditions(regime, cfg.max_agents)), jnp.int32(traffic_controller(regime)), keys, params,
+        jnp.asarray(reg.conditions(cfg.max_agents)), jnp.int32(reg.controller), keys, params,
     )
     return Episodes(metrics={k: np.asarray(v) for k, v in jax.device_get(out).items()}, record=rec)

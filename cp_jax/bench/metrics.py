@@ -70,11 +70,11 @@ from flax import struct
 
 from cp_jax.sim import geometry, types
 from cp_jax.sim import metrics as sim_metrics
-from cp_jax.sim.reward import COMFORT_ACCEL, COMFORT_JERK  # the reward's comfort events (both axes)
+from cp_jax.sim.reward import comfort_violations  # the reward's comfort rule
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimState
 
 __all__ = [
-    "EpisodeRecord", "stack_states", "record_from_states", "collision_features", "at_fault", "changing_lanes",
+    "EpisodeRecord", "record_from_states", "collision_features", "at_fault", "at_fault_in", "changing_lanes",
     "subscores", "episode_metrics", "METRIC_KEYS", "LANE_WIDTH",
 ]
 
@@ -108,15 +108,9 @@ class EpisodeRecord:
     collision_partner: jax.Array  # [A] int32 agent hit at the first collision (-1: none)
 
 
-def stack_states(traj_states: SimState, final: SimState) -> SimState:
-    """[T + 1, ...] states: a rollout's per-step states [T, ...] (the state before each step,
-    `env.Trajectory.state`) followed by the final state."""
-    return jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), traj_states, final)
-
-
 def record_from_states(states: SimState, final: SimState) -> EpisodeRecord:
     """The record of an episode from every state [T1, ...] (row t must be state t, so the episode
-    starts at t = 0; e.g. `stack_states(traj.state, final)`) and the final state (event times)."""
+    starts at t = 0; e.g. `env.stack_states(traj.state, final)`) and the final state (event times)."""
     return EpisodeRecord(
         xy=states.xy,
         yaw=states.yaw,
@@ -195,15 +189,18 @@ def at_fault(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg: SimCon
     return f["collided"] & verdict
 
 
+def at_fault_in(states: SimState, final: SimState, scenario: Scenario, agent: jax.Array, cfg: SimConfig) -> jax.Array:
+    """`at_fault` of agent [] in the episode of states [T + 1, ...] (`env.stack_states`) ending in final:
+    the classifier `cp_jax.rl.evaluate.evaluate(..., classify=at_fault_in)` applies to every agent."""
+    return at_fault(record_from_states(states, final), scenario, agent, cfg)
+
+
 def subscores(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg: SimConfig) -> dict[str, jax.Array]:
     """comfort, lane_align, lane_center [] in [0, 1] of the ego over its driven steps (module docstring)."""
     driven = rec.alive[:-1, ego]  # [T]: step t = 1..T moved the ego
     accel, lat = rec.accel[:, ego], rec.lat_accel[:, ego]  # [T1]
     jerk_long, jerk_lat = jnp.diff(accel) / cfg.dt, jnp.diff(lat) / cfg.dt
-    violation = (
-        (jnp.abs(accel[1:]) > COMFORT_ACCEL) | (jnp.abs(lat[1:]) > COMFORT_ACCEL)
-        | (jnp.abs(jerk_long) > COMFORT_JERK) | (jnp.abs(jerk_lat) > COMFORT_JERK)
-    )
+    violation = jnp.any(comfort_violations(accel[1:], lat[1:], jerk_long, jerk_lat), -1)
     heading_err, lateral, _, found = geometry.lane_frame(rec.xy[1:, ego], rec.yaw[1:, ego], scenario, cfg)
     align = jnp.clip(1.0 - jnp.abs(heading_err) / (0.5 * jnp.pi), 0.0, 1.0)
     center = jnp.clip(1.0 - jnp.abs(lateral) / (0.5 * LANE_WIDTH), 0.0, 1.0)

@@ -86,12 +86,12 @@ def _pm(mean: float, std: float) -> str:
 
 def table_i(records: list[dict], regimes: list[str], ego_style: str = "normal") -> str:
     """Score ± std over seeds per regime and the mean over regimes; one block per split."""
-    from cp_jax.bench.episodes import REGIME_LABELS
+    from cp_jax.bench.episodes import label
 
     kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
     lines = [f"**Table I** — score (0–100) ± std over seeds, ego style {ego_style}"]
     for split, rs in _group(kept, ("split",)).items():
-        head = ["policy", *[REGIME_LABELS.get(g, g) for g in regimes], "mean"]
+        head = ["policy", *[label(g) for g in regimes], "mean"]
         lines += ["", f"*{split[0]}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         for (policy,), prs in _group(rs, ("policy",)).items():
             cells, per_seed_regime = [], collections.defaultdict(list)
@@ -177,12 +177,12 @@ def method_tables(records: list[dict], regimes: list[str], reference: str, ego_s
     (method_of); each run's score (mean over pairs and benchmark seeds) per regime, then mean ± std
     over its runs; Table III's retention / repair are computed per run against `reference` (the
     anchor) episode by episode, then mean ± std over runs."""
-    from cp_jax.bench.episodes import REGIME_LABELS
+    from cp_jax.bench.episodes import label
 
     kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
     lines = [f"**Table I (methods)** — score (0–100), mean ± std over post-training seeds, ego style {ego_style}"]
     for (split,), rs in _group(kept, ("split",)).items():
-        head = ["method", "runs", *[REGIME_LABELS.get(g, g) for g in regimes], "mean"]
+        head = ["method", "runs", *[label(g) for g in regimes], "mean"]
         lines += ["", f"*{split}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         by_method = collections.defaultdict(dict)
         for (policy,), prs in _group(rs, ("policy",)).items():

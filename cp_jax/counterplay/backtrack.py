@@ -51,14 +51,13 @@ def restore(rec: Recording, picked: Picked, root: jax.Array, every: int = 1,
 
 def make_replay(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams):
     """replay(net_params) -> fn(state [F, ...], scenario [F, ...], root [F]) -> state [F, ...]: each
-    snapshot driven on to its root by the recording's policy (the same parameters, greedy or sampled
-    actions from the snapshot's own key, so the recorded steps are reproduced), at most
+    snapshot driven on to its root by the recording's policy (the same parameters, sampled actions from
+    the snapshot's own key, so the recorded steps are reproduced), at most
     cfg.snapshot_every - 1 steps."""
 
     def replay(net_params):
         def one(state, scenario, root):
-            return drive(net, net_params, state, scenario, params, sim, cfg.snapshot_every - 1, stop_t=root,
-                         greedy=cfg.greedy)[0]
+            return drive(net, net_params, state, scenario, params, sim, cfg.snapshot_every - 1, stop_t=root)[0]
 
         return jax.vmap(one)
 

@@ -49,7 +49,6 @@ def run_branches(
     params: SimParams,
     sim: SimConfig,
     keep_row: bool = True,
-    greedy: bool = False,
 ) -> tuple[SimState, Trace]:
     """Drive every branch from its root to the episode's end.
 
@@ -63,8 +62,7 @@ def run_branches(
     def per_failure(s0, sc, row, cs, ks):
         def per_branch(c, k):
             start = s0.replace(cond=s0.cond.at[row].set(c), key=k)
-            return drive(net, net_params, start, sc, params, sim, sim.episode_steps, row=row if keep_row else None,
-                         greedy=greedy)
+            return drive(net, net_params, start, sc, params, sim, sim.episode_steps, row=row if keep_row else None)
 
         return jax.vmap(per_branch)(cs, ks)
 

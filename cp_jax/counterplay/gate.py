@@ -4,12 +4,11 @@
     accept, diag, steps = gate(old_params, new_params, bank, key)
 
 Both policies drive the same cfg.gate_envs random scenes of the bank from frame 0 under the deployment
-condition with greedy actions (as the benchmark drives), sharing every random number: every
-controllable agent at once (gate_traffic "self": self-play), or each controllable agent in an episode
-of its own among log-replayed traffic (gate_traffic "log": the benchmark's Expert regime, one ego per
-episode, on training scenes). The episodes score goals - collisions - off-road exits of the policy-driven
-agents; the round's update is kept only if the new policy's total is at least the old one's. Every
-policy agent-step of both runs is charged to the budget.
+condition with greedy actions (as the benchmark drives), sharing every random number: each
+controllable agent in an episode of its own among log-replayed traffic (the benchmark's Expert regime,
+one ego per episode, on training scenes). The episodes score goals - collisions - off-road exits of the
+policy-driven agents; the round's update is kept only if the new policy's total is at least the old
+one's. Every policy agent-step of both runs is charged to the budget.
 """
 
 from __future__ import annotations
@@ -42,8 +41,6 @@ def make_gate(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig,
             points = out["goal"].astype(jnp.float32) - out["collision"] - out["offroad"]
             return jnp.sum(points * controlled), trace.counted.sum()
 
-        if cfg.gate_traffic == "self":
-            return jax.vmap(one, in_axes=(0, 0, None))(scenes, keys, None)
         slots = jnp.arange(sim.max_agents)
         egos = jnp.where(slots[:, None] == slots[None, :], types.POLICY, types.LOG)  # [A egos, A agents]
         per_ego = jax.vmap(jax.vmap(one, in_axes=(None, None, 0)), in_axes=(0, 0, None))(scenes, keys, egos)

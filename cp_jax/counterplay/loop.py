@@ -4,10 +4,9 @@
     round_fn = make_round(net, cfg, sim, params)        # jitted; bank and anchor are arguments
     state, diag = round_fn(state, anchor_params, bank)   # until state.agent_steps reaches the budget
 
-A "counterplay" round: record -> failures -> backtrack -> branch -> verify (-> re-run) -> distill
-(+ the optional PPO term on the recorded episodes).
-A "style_distill" round (the aggressive / cautious distillation baselines): record -> distill the
-anchor under cfg.teacher_style into the deployment condition on the recorded states.
+A CounterPlay round: record -> failures -> backtrack -> branch -> verify (-> re-run) -> distill.
+A style-distillation round (the aggressive / cautious distillation baselines, `teacher_style`):
+record -> distill the anchor under that style into the deployment condition on the recorded states.
 Every POLICY agent-step simulated (records, branches, re-runs) is added to state.agent_steps.
 """
 
@@ -72,8 +71,7 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
         root_state, scenes = parallel.constrain(restore(rec, picked, root, cfg.snapshot_every, replay(p)), mesh)
         # [F, M, 1+R, ...]
         conds, keys = parallel.constrain(branch_setup(root_state, picked.agent, k_branch, cfg), mesh)
-        final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim,
-                                    greedy=cfg.greedy)
+        final, trace = run_branches(net, p, root_state, scenes, picked.agent, conds, keys, params, sim)
         f, m, r = picked.agent.shape[0], cfg.samples_per_style, cfg.num_retries
         agent_fmr = jnp.broadcast_to(picked.agent[:, None, None], (f, m, r))
         factual = jax.tree.map(lambda x: x[:, :, :1], final)
@@ -85,11 +83,11 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
         steps = jnp.sum(trace.counted.sum(axis=(1, 2, 3)) * picked.valid)
 
         verified = found
-        if cfg.reverify and check_others and not cfg.greedy:  # factual + chosen retry again, fresh shared key
+        if cfg.reverify and check_others:  # factual + chosen retry again, fresh shared key
             pair = jnp.stack([_pick(conds, best_m, jnp.zeros_like(best_m)), chosen_cond], 1)  # [F, 2, COND_DIM]
             pair_keys = jnp.broadcast_to(jax.random.split(k_rerun, f)[:, None], (f, 2, 2))
             final2, trace2 = run_branches(net, p, root_state, scenes, picked.agent, pair, pair_keys, params, sim,
-                                          keep_row=False, greedy=cfg.greedy)
+                                          keep_row=False)
             again = passes(jax.tree.map(lambda x: x[:, :1], final2), jax.tree.map(lambda x: x[:, 1:], final2),
                            picked.agent[:, None], True)[:, 0]
             verified = found & again
@@ -126,8 +124,10 @@ def make_search(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfi
     return search
 
 
-def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None):
-    """The jitted `round(state, anchor_params, bank) -> (state, diagnostics)`. With a mesh
+def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig, params: SimParams, mesh=None,
+               teacher_style: str | None = None):
+    """The jitted `round(state, anchor_params, bank) -> (state, diagnostics)`: CounterPlay's, or with
+    teacher_style the style-distillation baseline's (the anchor under that style, no search). With a mesh
     (cp_jax.parallel; state replicated on it, the bank replicated or, for cfg.bank_groups = G > 1, grouped
     [G, S / G, ...] and split along G by `parallel.shard_groups`) the recorded episodes and the failures'
     branches are split over its devices."""
@@ -135,35 +135,31 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
         raise ValueError(f"CounterPlayConfig.max_failures ({cfg.max_failures}) exceeds the tasks per round "
                          f"(num_envs x max_agents = {cfg.num_envs * sim.max_agents})")
     parallel.check_divisible(cfg.num_envs, mesh, "CounterPlayConfig.num_envs")
-    if cfg.method == "counterplay":
+    if teacher_style is None:
         parallel.check_divisible(cfg.max_failures, mesh, "CounterPlayConfig.max_failures")
     optimizer = distill.make_optimizer(cfg)
     loss_fn = distill.make_loss(net, cfg)
     search = make_search(net, cfg, sim, params, mesh)
     gate = make_gate(net, cfg, sim, params, mesh) if cfg.student_gate else None
     deploy = conditions.style(cfg.deploy_style)
-    teacher_style = conditions.style(cfg.teacher_style)
+    teacher_cond = None if teacher_style is None else conditions.style(teacher_style)
     style_states = math.ceil(cfg.distill_batch / sim.max_agents)
 
     def learn(state: PostState, teacher_p, anchor_p, buf, rec: Recording, key):
         def one(c, k):
             p, o = c
             k_mb, k_reg = jax.random.split(k)
-            if cfg.method == "style_distill":
+            if teacher_cond is not None:
                 obs, mask = distill.sample_rows(rec.states, rec.scenes, k_mb, style_states, sim)
                 n = mask.shape[0]
                 mb = distill.Buffer(obs=obs, action=jnp.zeros((n,), jnp.int32),
-                                    teacher_cond=jnp.broadcast_to(teacher_style, (n, teacher_style.shape[0])),
+                                    teacher_cond=jnp.broadcast_to(teacher_cond, (n, teacher_cond.shape[0])),
                                     student_cond=jnp.broadcast_to(deploy, (n, deploy.shape[0])),
                                     weight=mask.astype(jnp.float32))
             else:
                 mb = distill.draw(buf, k_mb, cfg.distill_batch)
             reg_obs, reg_mask = distill.sample_rows(rec.states, rec.scenes, k_reg, cfg.reg_states, sim)
-            ppo_mb = None
-            if cfg.ppo_coef > 0:  # the optional PPO term on recorded rows (its own key: other streams unchanged)
-                ppo_mb = distill.sample_ppo(rec, jax.random.fold_in(k, 2), cfg.ppo_states, sim)
-            (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, teacher_p, anchor_p, mb, reg_obs, reg_mask,
-                                                                          ppo_mb)
+            (_, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, teacher_p, anchor_p, mb, reg_obs, reg_mask)
             updates, o = optimizer.update(grads, o, p)
             stats["grad_norm"] = optax.tree.norm(grads)
             return (optax.apply_updates(p, updates), o), stats
@@ -183,14 +179,14 @@ def make_round(net: networks.ActorCritic, cfg: CounterPlayConfig, sim: SimConfig
             **{f"record_{k}_rate": jnp.sum(fails.kind == i) / tasks for i, k in enumerate(FAILURE_KINDS)},
         )
         steps = rec.agent_steps
-        if cfg.method == "counterplay":
+        if teacher_cond is None:
             buf, search_diag, search_steps = search(state.params, rec, fails, k_search)
             diag.update(search_diag)
             steps = steps + search_steps
-            teacher = state.params  # the policy that produced the retries, frozen for this round
+            teacher_p = state.params  # the policy that produced the retries, frozen for this round
         else:
-            buf, teacher = None, anchor_params  # the anchor's own behaviour under teacher_style
-        p, o, stats = learn(state, teacher, anchor_params, buf, rec, k_learn)
+            buf, teacher_p = None, anchor_params  # the anchor's own behaviour under teacher_style
+        p, o, stats = learn(state, teacher_p, anchor_params, buf, rec, k_learn)
         if gate is not None:  # keep the update only if the student drives no worse (ours)
             accept, gate_diag, gate_steps = gate(state.params, p, bank, jax.random.fold_in(k_learn, 1))
             p, o = jax.tree.map(lambda new, old: jnp.where(accept, new, old), (p, o), (state.params, state.opt_state))

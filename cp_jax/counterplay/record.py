@@ -1,7 +1,6 @@
 """Record self-play episodes with per-step snapshots and critic values; find and pick failures.
 
     rec = record(net, net_params, bank, key, cfg, params, sim)       # B episodes, every step kept
-                                                                     # (+ PPO samples if cfg.ppo_coef > 0)
     fails = find_failures(rec, cfg, sim)                             # per-agent failure kinds [B, A]
     picked = pick_failures(fails, key, cfg.max_failures)             # F (env, agent) pairs to repair
 """
@@ -15,7 +14,6 @@ from flax import struct
 from cp_jax.counterplay.config import FAILURE_KINDS, CounterPlayConfig
 from cp_jax.counterplay.selfplay import drive
 from cp_jax.policy import networks
-from cp_jax.rl import ppo
 from cp_jax.sim import conditions, env, types
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimParams, SimState
 
@@ -30,17 +28,10 @@ class Recording:
     # cfg.snapshot_every; k = 1: every step)
     states: SimState
     alive: jax.Array  # [B, T, A] bool: alive before each step
-    # [B, T, A] V(o_t, c) of every agent under the condition cfg.root_value names: its own, the
-    # deployment style, or the best of the retry styles.
-    value: jax.Array
+    value: jax.Array  # [B, T, A] V(o_t, c) of every agent under its own condition
     final: SimState  # [B, ...] after the last step
     controlled: jax.Array  # [B, A] bool: POLICY-driven at the start (the tasks)
     agent_steps: jax.Array  # [] float: POLICY agent-steps simulated
-    # With cfg.ppo_coef > 0 (the optional PPO term), per step [B, T, A]: the executed action, its
-    # log-probability under the recording policy, and its GAE advantage under the agent's own condition.
-    action: jax.Array | None = None
-    logp: jax.Array | None = None
-    advantage: jax.Array | None = None
 
 
 @struct.dataclass
@@ -63,13 +54,6 @@ class Picked:
     valid: jax.Array  # [F] bool
 
 
-def record_conditions(key: jax.Array, cfg: CounterPlayConfig, shape: tuple[int, ...]) -> jax.Array:
-    """[*shape, COND_DIM]: sampled over the DESIGN ranges, or cfg.record_style for everyone."""
-    if cfg.record_style:
-        return jnp.broadcast_to(conditions.style(cfg.record_style), (*shape, types.COND_DIM))
-    return conditions.sample(key, shape)
-
-
 def record(
     net: networks.ActorCritic,
     net_params,
@@ -79,39 +63,22 @@ def record(
     params: SimParams,
     sim: SimConfig,
 ) -> Recording:
-    """cfg.num_envs episodes from frame 0 on random scenes of the bank (sampled actions unless cfg.greedy).
-    bank: [S, ...], or [G, S / G, ...] for cfg.bank_groups = G > 1 (`env.group_bank`)."""
+    """cfg.num_envs episodes from frame 0 on random scenes of the bank, conditions sampled per agent,
+    actions sampled. bank: [S, ...], or [G, S / G, ...] for cfg.bank_groups = G > 1 (`env.group_bank`)."""
     k_idx, k_cond, k_env = jax.random.split(key, 3)
     idx = jax.random.randint(k_idx, (cfg.num_envs,), 0, env.bank_size(bank, cfg.bank_groups))
     scenes = env.take_scenes(bank, idx, cfg.bank_groups, "CounterPlayConfig.bank_groups")
-    cond = record_conditions(k_cond, cfg, (cfg.num_envs, sim.max_agents))
-    value_conds = {"own": None, "deploy": conditions.style(cfg.deploy_style)[None],
-                   "best_style": jnp.asarray(cfg.style_matrix())}[cfg.root_value]
-
-    ppo_on = cfg.ppo_coef > 0
+    cond = conditions.sample(k_cond, (cfg.num_envs, sim.max_agents))
 
     def one(scenario, k, c):
         s0 = env.reset(scenario, k, c, sim)
         final, trace = drive(net, net_params, s0, scenario, params, sim, sim.episode_steps, keep_states=True,
-                             keep_values=True, value_conds=value_conds, greedy=cfg.greedy,
-                             keep_every=cfg.snapshot_every, keep_alive=True, keep_transitions=ppo_on)
-        value = trace.value if value_conds is None else trace.value_under.max(-1)
-        transitions = None
-        if ppo_on:  # GAE under each agent's own condition; agents alive at the time limit bootstrap
-            last = net.apply(net_params, env.observe(final, scenario, sim))[1]  # [A]
-            # No env restarts inside a record: nothing is truncated mid-scan, so boot_value is never read.
-            never = jnp.zeros_like(trace.terminated)
-            adv, _ = ppo.gae(trace.reward, trace.value, trace.terminated, never, jnp.zeros_like(trace.value), last,
-                             cfg.ppo_gamma, cfg.ppo_lambda)
-            transitions = (trace.action, trace.logp, adv)
-        return (trace.state, trace.alive, value, final, s0.controller == types.POLICY, trace.counted.sum(),
-                transitions)
+                             keep_values=True, keep_every=cfg.snapshot_every, keep_alive=True)
+        return trace.state, trace.alive, trace.value, final, s0.controller == types.POLICY, trace.counted.sum()
 
-    states, alive, value, final, controlled, steps, transitions = jax.vmap(one)(
-        scenes, jax.random.split(k_env, cfg.num_envs), cond)
-    action, logp, advantage = transitions if ppo_on else (None, None, None)
+    states, alive, value, final, controlled, steps = jax.vmap(one)(scenes, jax.random.split(k_env, cfg.num_envs), cond)
     return Recording(scene_idx=idx, scenes=scenes, states=states, alive=alive, value=value, final=final,
-                     controlled=controlled, agent_steps=steps.sum(), action=action, logp=logp, advantage=advantage)
+                     controlled=controlled, agent_steps=steps.sum())
 
 
 def find_failures(rec: Recording, cfg: CounterPlayConfig, sim: SimConfig) -> Failures:

@@ -7,7 +7,7 @@ world states in PPO's envs (conditions as recorded), then one PPO update. Envs w
 keep their running episode. The record is charged to the budget like PPO's own rollout.
 
     step = make_step(net, cp_cfg, ppo_cfg, sim, params)    # jitted parts inside
-    runner, stats = step(runner, bank)
+    runner, stats = step(runner, bank, shape_w)    # shape_w: rl/shaping.py, optional
 """
 
 from __future__ import annotations
@@ -55,14 +55,14 @@ def make_rewind(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.
 
 def make_step(net: networks.ActorCritic, cfg: CounterPlayConfig, ppo_cfg: ppo.PPOConfig, sim: SimConfig,
               params: SimParams, mesh=None):
-    """step(runner, bank) -> (runner, stats): rewind PPO's envs to failure roots, then one update
+    """step(runner, bank, shape_w=None) -> (runner, stats): rewind PPO's envs to failure roots, then one update
     (data-parallel over mesh's devices, see ppo.make_update)."""
     rewind = make_rewind(net, cfg, ppo_cfg, sim, params)
     update = ppo.make_update(net, ppo_cfg, sim, params, mesh=mesh)
 
-    def step(runner: ppo.Runner, bank: Scenario):
+    def step(runner: ppo.Runner, bank: Scenario, shape_w=None):
         runner, rewound = rewind(runner, bank)
-        runner, stats = update(runner, bank)
+        runner, stats = update(runner, bank, shape_w)
         return runner, dict(stats, rewound=rewound)
 
     return step

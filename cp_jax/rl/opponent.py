@@ -7,7 +7,7 @@ with the starting policy, and the learner's parameters written into the next slo
 
     state = init(runner, pool_size=4)
     step = make_step(net, cfg, sim, params, pool_every=5)
-    state, stats = step(state, bank)
+    state, stats = step(state, bank, shape_w)    # shape_w: rl/shaping.py, optional
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def init(runner: ppo.Runner, pool_size: int) -> OpponentState:
 
 def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams, pool_every: int,
               mesh=None):
-    """step(state, bank) -> (state, stats): one PPO update against a pool snapshot, then maybe a new
+    """step(state, bank, shape_w=None) -> (state, stats): one PPO update against a pool snapshot, then maybe a new
     snapshot (data-parallel over mesh's devices, see ppo.make_update)."""
     if cfg.opponent_frac <= 0.0:
         raise ValueError("PPO-Opponent needs PPOConfig.opponent_frac > 0")
@@ -70,8 +70,8 @@ def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, par
         pool = jax.tree.map(lambda p, x: jnp.where(add, p.at[slot].set(x), p), state.pool, runner.params)
         return OpponentState(runner=runner, pool=pool, added=state.added + add.astype(jnp.int32))
 
-    def step(state: OpponentState, bank: Scenario):
-        runner, stats = update(state.runner, bank, draw(state))
+    def step(state: OpponentState, bank: Scenario, shape_w=None):
+        runner, stats = update(state.runner, bank, shape_w, draw(state))
         return snapshot(state, runner), stats
 
     return step

@@ -9,7 +9,7 @@ to the budget.
 
     data = human_data(bank, params, sim, key, stride=4)    # device-resident Dataset
     step = make_step(net, ppo_cfg, sim, params, data, batch=256)
-    runner, stats = step(runner, bank)
+    runner, stats = step(runner, bank, shape_w)    # shape_w: rl/shaping.py, optional
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def human_data(bank: Scenario, params: SimParams, sim: SimConfig, key: jax.Array
 
 def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, params: SimParams, data: bc.Dataset,
               batch: int, mesh=None):
-    """step(runner, bank) -> (runner, stats): one PPO update with a random batch of logged actions
+    """step(runner, bank, shape_w=None) -> (runner, stats): one PPO update with a random batch of logged actions
     (data-parallel over mesh's devices, see ppo.make_update)."""
     if cfg.bc_coef <= 0.0:
         raise ValueError("human-regularised PPO needs PPOConfig.bc_coef > 0")
@@ -46,8 +46,8 @@ def make_step(net: networks.ActorCritic, cfg: ppo.PPOConfig, sim: SimConfig, par
         idx = jax.random.randint(jax.random.fold_in(runner.key, runner.update), (batch,), 0, n)
         return jax.tree.map(lambda x: x[idx], data.obs), data.action[idx], data.weight[idx]
 
-    def step(runner: ppo.Runner, bank: Scenario):
-        return update(runner, bank, human=draw(runner))
+    def step(runner: ppo.Runner, bank: Scenario, shape_w=None):
+        return update(runner, bank, shape_w, human=draw(runner))
 
     return step
 

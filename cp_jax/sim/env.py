@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -19,8 +20,8 @@ from cp_jax.sim.observation import observe, observe_agents
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 
 __all__ = [
-    "reset", "step", "observe", "observe_agents", "rollout", "rollout_rows", "replay_log", "default_controllers",
-    "set_controllers", "Trajectory",
+    "reset", "step", "observe", "observe_agents", "rollout", "policy_step", "Act", "Trajectory", "stack_states", "rollout_rows",
+    "replay_log", "default_controllers", "set_controllers",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 
@@ -277,11 +278,38 @@ class Trajectory:
 
     action: jax.Array
     out: StepOut
+    running: jax.Array  # [N] bool: the step ran (the episode and stop_t not reached; else the state froze)
     obs: Obs | None = None
-    state: SimState | None = None  # the state *before* each step (snapshots), if kept
+    state: SimState | None = None  # snapshots: the state *before* each step (every keep_every-th), key included
+    extras: Any = None  # what the policy returned beside its action (Act.extras), per step
 
 
-PolicyFn = Callable[[jax.Array, Obs, SimState, jax.Array], jax.Array]
+class Act(NamedTuple):
+    """A policy's full answer for one step (a plain policy returns just the action)."""
+
+    action: jax.Array
+    memory: Any = None  # the policy's own state carried to the next step (e.g. an LSTM's), or None
+    extras: Any = None  # anything to keep per step (values, one row's observation, ...), or None
+
+
+PolicyFn = Callable[..., "jax.Array | Act"]
+
+
+def policy_step(policy_fn: PolicyFn, policy_params, state: SimState, scenario: Scenario, params: SimParams,
+                cfg: SimConfig, key: jax.Array, memory=None) -> tuple[SimState, StepOut, Obs, Act]:
+    """One observe -> act -> step: every rollout's step. state and scenario are one scene's, or a batch
+    [B, ...] (state.t [B]; observe and step vmapped, the policy called once on obs [B, A, ...]).
+    policy_fn and memory as in `rollout`; key is the policy's. Returns (next state, StepOut, obs, Act)."""
+    batched = state.t.ndim == 1
+    obs = jax.vmap(lambda s, sc: observe(s, sc, cfg))(state, scenario) if batched else observe(state, scenario, cfg)
+    res = policy_fn(policy_params, obs, state, key) if memory is None else policy_fn(policy_params, obs, state, key,
+                                                                                      memory)
+    act = res if isinstance(res, Act) else Act(res, memory)
+    if batched:
+        nxt, out = jax.vmap(lambda s, a, sc: step(s, a, sc, params, cfg))(state, act.action, scenario)
+    else:
+        nxt, out = step(state, act.action, scenario, params, cfg)
+    return nxt, out, obs, act
 
 
 def rollout(
@@ -294,25 +322,60 @@ def rollout(
     num_steps: int,
     keep_obs: bool = False,
     keep_states: bool = False,
+    *,
+    memory=None,
+    stop_t: jax.Array | None = None,
+    keep_every: int = 1,
 ) -> tuple[SimState, Trajectory]:
-    """lax.scan of observe -> policy -> step for num_steps (static).
+    """lax.scan of `policy_step` (observe -> policy -> step) for num_steps (static): the rollout of the
+    project (evaluation, CounterPlay's records, branches and gate, and the benchmark drive with it; PPO's
+    rollout scans the same `policy_step` over its batch of envs, restarting finished ones).
 
-    policy_fn(policy_params, obs, state, key) -> action; its key is split off state.key each step,
-    so a rollout is a function of the starting state alone (snapshots replay exactly).
+    policy_fn(policy_params, obs, state, key) -> action [A] (or an `Act`); with `memory` given (the
+    policy's own carry, e.g. an LSTM's): policy_fn(policy_params, obs, state, key, memory) -> Act.
+    Its key is split off state.key each step, so a rollout is a function of the starting state alone:
+    driving again from a snapshot (Trajectory.state, kept *before* the split) replays it exactly, and
+    branches given one key share their random numbers. Steps at or past cfg.episode_steps, or from
+    stop_t [] on, leave the state unchanged (Trajectory.running is False there), so rollouts from
+    different start steps share one static length. keep_every k > 1 (with keep_states): only the state
+    before every k-th step is kept [ceil(num_steps / k), ...], and the run is rounded up to whole
+    chunks of k steps (num_steps must then reach the episode's end; the extra steps are frozen).
     """
 
-    def body(s: SimState, _):
-        key, sub = jax.random.split(s.key)
-        s = s.replace(key=key)
-        obs = observe(s, scenario, cfg)
-        action = policy_fn(policy_params, obs, s, sub)
-        s_next, out = step(s, action, scenario, params, cfg)
-        traj = Trajectory(
-            action=action, out=out, obs=obs if keep_obs else None, state=s if keep_states else None
-        )
-        return s_next, traj
+    def body(carry, _):
+        snapshot, mem = carry
+        running = snapshot.t < cfg.episode_steps
+        if stop_t is not None:
+            running = running & (snapshot.t < stop_t)
+        key, k_act = jax.random.split(snapshot.key)
+        nxt, out, obs, act = policy_step(policy_fn, policy_params, snapshot.replace(key=key), scenario, params, cfg,
+                                         k_act, mem)
+        nxt = jax.tree.map(lambda new, old: jnp.where(running, new, old), nxt, snapshot)
+        traj = Trajectory(action=act.action, out=out, running=running, obs=obs if keep_obs else None,
+                          state=snapshot if keep_states and keep_every == 1 else None, extras=act.extras)
+        return (nxt, act.memory), traj
 
-    return jax.lax.scan(body, state, None, length=num_steps)
+    if keep_every == 1 or not keep_states:
+        (final, _), traj = jax.lax.scan(body, (state, memory), None, length=num_steps)
+        return final, traj
+    if num_steps < cfg.episode_steps:
+        raise ValueError(f"rollout(keep_every={keep_every}) runs whole chunks: num_steps ({num_steps}) must reach "
+                         f"the episode's end ({cfg.episode_steps})")
+
+    def chunk(carry, _):
+        nxt, traj = jax.lax.scan(body, carry, None, length=keep_every)
+        return nxt, (carry[0], traj)
+
+    n_chunks = -(-num_steps // keep_every)
+    (final, _), (snapshots, traj) = jax.lax.scan(chunk, (state, memory), None, length=n_chunks)
+    traj = jax.tree.map(lambda x: x.reshape((n_chunks * keep_every,) + x.shape[2:])[:num_steps], traj)
+    return final, traj.replace(state=snapshots)
+
+
+def stack_states(traj_states: SimState, final: SimState) -> SimState:
+    """[T + 1, ...] states of an episode: a rollout's per-step snapshots [T, ...] (Trajectory.state, the
+    state before each step) followed by the final state."""
+    return jax.tree.map(lambda xs, x: jnp.concatenate([xs, x[None]]), traj_states, final)
 
 
 def replay_log(scenario: Scenario, params: SimParams, cfg: SimConfig) -> tuple[SimState, Trajectory]:

@@ -185,7 +185,7 @@ def build_road_index(road_xy0, road_xy1, road_type, road_valid, cfg: types.SimCo
 
 def take(table: jax.Array, *index: jax.Array) -> jax.Array:
     """table[index] for a table [..., C] with C trailing columns, done as C gathers of scalars:
-    on XLA:CPU that is markedly faster than gathering C-wide rows (see BUILD_NOTES.md)."""
+    on XLA:CPU that is markedly faster than gathering C-wide rows (see docs/measurements/simulator.md)."""
     return jnp.stack([table[..., j][index] for j in range(table.shape[-1])], -1)
 
 

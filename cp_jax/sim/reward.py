@@ -35,13 +35,17 @@ class Kinematics:
 COMFORT_ACCEL, COMFORT_JERK = 3.0, 5.0  # m/s^2, m/s^3
 
 
+def comfort_violations(accel, lat_accel, jerk_long, jerk_lat) -> jax.Array:
+    """The comfort rule, [..., 3] bool: |a_long| > 3, |a_lat| > 3 (m/s^2), |jerk_long| or |jerk_lat| > 5
+    (m/s^3). The reward pays alpha_comfort per violation (`comfort_events`); the benchmark's comfort
+    sub-score counts the steps with any."""
+    return jnp.stack([jnp.abs(accel) > COMFORT_ACCEL, jnp.abs(lat_accel) > COMFORT_ACCEL,
+                      (jnp.abs(jerk_long) > COMFORT_JERK) | (jnp.abs(jerk_lat) > COMFORT_JERK)], -1)
+
+
 def comfort_events(accel, lat_accel, jerk_long, jerk_lat) -> jax.Array:
-    """Comfort violations [A] in 0..3: |a_long| > 3, |a_lat| > 3 (m/s^2), |jerk_long| or |jerk_lat| > 5 (m/s^3)."""
-    return (
-        (jnp.abs(accel) > COMFORT_ACCEL).astype(jnp.float32)
-        + (jnp.abs(lat_accel) > COMFORT_ACCEL)
-        + ((jnp.abs(jerk_long) > COMFORT_JERK) | (jnp.abs(jerk_lat) > COMFORT_JERK))
-    )
+    """Comfort violations [...] in 0..3 (`comfort_violations` counted)."""
+    return jnp.sum(comfort_violations(accel, lat_accel, jerk_long, jerk_lat).astype(jnp.float32), -1)
 
 
 def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, dt: float):
@@ -62,7 +66,8 @@ def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, d
         "offroad": -field(cond, "alpha_bnd") * offroad,
         "goal": 1.0 * at_goal,
         "velocity": 2.5e-3 * dt * jnp.maximum(cos_th, 0.0) * (v > 2.5) * on_lane,
-        "comfort": -field(cond, "alpha_comfort") * comfort_events(kin.accel, kin.lat_accel, kin.jerk_long, kin.jerk_lat),
+        "comfort": -field(cond, "alpha_comfort") * comfort_events(kin.accel, kin.lat_accel, kin.jerk_long,
+                                                                  kin.jerk_lat),
         "lane_align": field(cond, "alpha_l_align") * dt * align * on_lane,
         "lane_center": -field(cond, "alpha_l_center") * dt * center * on_lane,
         "time": -2.5e-5 * dt * (jnp.abs(v) > 0.1),

@@ -289,7 +289,7 @@ def default_params(
     max_reverse: the reverse limit (m/s); 0 = no reverse gear, braking stops the car and holds it.
     Either way the actuator's state follows what the car did where a limit clipped the speed
     (`dynamics.settle`). The default keeps a reverse gear: without one, self-play PPO settled into
-    standing still (BUILD_NOTES, run b5: 0.2 training goal rate at 2.7 M steps vs 0.6 with it).
+    standing still (docs/log/anchor_runs.csv, run b5: 0.2 training goal rate at 2.7 M steps vs 0.6 with it).
     """
     return SimParams(
         idm=default_idm(**idm_overrides),

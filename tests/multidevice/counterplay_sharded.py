@@ -7,13 +7,14 @@ import json
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from cp_jax import parallel
-from cp_jax.counterplay import loop
+from cp_jax.counterplay import loop, record
 from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.policy import networks
-from cp_jax.sim import env, types
+from cp_jax.sim import conditions, env, types
 from tests.multidevice.ppo_sharded import max_diff
 from tests.test_counterplay import NET, SIM, _bank, _keep_going_params, _shifted_bank
 
@@ -26,7 +27,7 @@ def run(mesh, groups=1):
     net, anchor = networks.ActorCritic(NET), _keep_going_params()
     # Grouped: 9 scenes per group (shapes [G, 9, ...] / [9 G, ...] that nothing else in the round has).
     bank = _bank() if groups == 1 else env.group_bank(_shifted_bank([8.0 * i for i in range(9 * groups)]), groups)
-    cfg = CounterPlayConfig(num_envs=4, max_failures=4, record_style="cautious", root_rule="value", window=20,
+    cfg = CounterPlayConfig(num_envs=4, max_failures=4, root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
                             distill_batch=32, reg_states=2, lr=1e-3, bank_groups=groups)
     state = loop.init(anchor, cfg, jax.random.PRNGKey(5))
@@ -71,6 +72,10 @@ def bank_collectives(hlo: str, bank) -> list[str]:
 
 def main():
     assert len(jax.devices()) == 4, jax.devices()
+    # Records drive every agent under the cautious style (as test_counterplay's cautious_records fixture):
+    # the keep-going cars then all time out, so every round has failures to repair.
+    cautious = conditions.style("cautious")
+    record.conditions.sample = lambda key, shape=(): jnp.broadcast_to(cautious, (*shape, types.COND_DIM))
     one, d_one, _, _ = run(None)
     four, d_four, _, _ = run(parallel.make_mesh())
     out = compare(one, d_one, four, d_four)

@@ -1,7 +1,7 @@
-"""The benchmark harness: every ego x split x ego style x regime x seed, one batched episode run each,
-then the summary, the tables and the figures (launch.evaluate, launch.main and launch.sweep call it).
+"""The benchmark job: every ego x split x ego style x regime x seed, one batched episode run each,
+then the summary, the tables and the figures (launch.evaluate, the main job and the sweep run it).
 
-    summary = run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes, figures=4)
+    summary = run_benchmark(egos, BenchConfig(...), out)
 
 Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
@@ -15,28 +15,21 @@ import os
 import time
 
 
-def run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes: dict, figures: int = 0,
-                  progress: bool = True, figure_filter=None) -> list[dict]:
-    """Every ego x split x ego style x regime x seed, one batched episode run each; writes --out's
-    files (module docstring) and returns the summary records. scenes: dict(kind="procedural",
-    num_scenes, pairs, seed, agents, cache_dir) or dict(kind="cache", path, manifests).
+def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None) -> list[dict]:
+    """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
+    batched episode run each; writes out's files (module docstring) and returns the summary records.
     figure_filter(outcomes: {policy: clean}) -> bool picks the pairs drawn (default: outcomes differ)."""
     import jax
     from tqdm import tqdm
 
-    from cp_jax.bench import episodes, report, suite
+    from cp_jax.bench import episodes, report
     from cp_jax.sim import conditions
-    from cp_jax.sim.types import SimConfig
 
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
-    if scenes["kind"] == "procedural":
-        learned = [d.sim for d in [*egos, *traffic.values()] if d.sim is not None]
-        scene_cfg = learned[0] if learned else SimConfig(max_agents=16, obs_road=64, enable_idm=False)
-        st = suite.procedural_suite(scenes["num_scenes"], scenes["pairs"], scene_cfg, scenes["seed"],
-                                    scenes["agents"], cache_dir=scenes["cache_dir"])
-    else:
-        st = suite.cached_suite(scenes["path"], scenes["manifests"], splits)
+    traffic = bench.traffic()
+    regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
+    st = bench.suite([*egos, *traffic.values()])
     cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
     for name in splits:
         sp = st.splits[name]
@@ -58,7 +51,7 @@ def run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes
                 rec.update({k: (bool(v[i]) if v.dtype == bool else float(v[i])) for k, v in res.metrics.items()})
                 records.append(rec)
                 f.write(json.dumps(rec) + "\n")
-            if (regime, seed, style) == (fig_regime, 0, ego_styles[0]) and figures:
+            if (regime, seed, style) == (fig_regime, 0, ego_styles[0]) and bench.figures:
                 keep[(ego.name, split)] = jax.device_get(res.record)
     t_run = time.time() - t1
 
@@ -70,8 +63,8 @@ def run_benchmark(egos, traffic, regimes, splits, ego_styles, seeds, out, scenes
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write(text)
     print(text)
-    if figures:
-        _figures(st, egos, keep, records, fig_regime, splits[0], out, figures, figure_filter)
+    if bench.figures:
+        _figures(st, egos, keep, records, fig_regime, splits[0], out, bench.figures, figure_filter)
     timing = dict(scenes_s=round(t_scenes, 2), episodes_s=round(t_run, 2), total_s=round(time.time() - t0, 2),
                   batches=len(jobs), episodes=len(records), device=str(jax.devices()[0]))
     with open(os.path.join(out, "timing.json"), "w") as f:

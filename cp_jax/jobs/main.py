@@ -1,0 +1,63 @@
+"""The main job (the README's first command): the shipped anchor post-trained with CounterPlay and
+with PPO-Continue at the same small budget, then the benchmark of anchor vs both on procedural splits.
+
+    setups, bench = resolve(config)   # every field validated and the anchor read; nothing else runs
+    run(config, out)                  # OUT/counterplay, OUT/ppo_continue (each resumes), the benchmark
+
+Writes OUT/summary.json (the benchmark's format), tables.md (Tables I, III, IV), episodes.jsonl and
+figures of the anchor's failures that CounterPlay repairs (anchor left, counterplay right).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from cp_jax.bench import config as bench_config
+from cp_jax.bench import episodes
+from cp_jax.io.run_info import write_run_info
+from cp_jax.jobs import post_train
+from cp_jax.jobs.benchmark import run_benchmark
+from cp_jax.policy import saved
+
+METHODS = ("counterplay", "ppo_continue")
+EXPECTED_MINUTES = 15  # b41 (budget 196 K agent-steps per method) on a 2-core CPU
+
+
+def post_configs(config) -> dict:
+    """The two post-training configs with the main job's anchor, budget and seed applied."""
+    out = {}
+    for name in METHODS:
+        c = config[name]
+        c.anchor, c.budget_frac, c.budget_steps, c.seed = config.anchor, config.budget_frac, 0, config.seed
+        out[name] = c
+    return out
+
+
+def resolve(config):
+    """({method: post_train.Setup}, BenchConfig): everything validated before any work."""
+    setups = {name: post_train.resolve(c) for name, c in post_configs(config).items()}
+    return setups, bench_config.from_section(config.bench, anchor_policy=config.anchor)
+
+
+def run(config, out: str) -> list[dict]:
+    """The whole job (module docstring); returns the benchmark's summary records."""
+    setups, bench = resolve(config)
+    write_run_info(out, config)
+    budget = setups["counterplay"].budget
+    print(f"main job: anchor {config.anchor}; CounterPlay and PPO-Continue, {budget:,.0f} agent-steps each "
+          f"({100 * config.budget_frac:g}% of the anchor's training); then {len(bench.regime_list)} regimes x "
+          f"{len(bench.splits)} splits x {bench.pairs} pairs x 3 policies. Expect about {EXPECTED_MINUTES} minutes "
+          f"on a 2-core CPU (less on an accelerator). Output: {out}", flush=True)
+    t0 = time.time()
+    for name, c in post_configs(config).items():
+        print(f"[{time.time() - t0:5.0f}s] post-training: {name}", flush=True)
+        post_train.post_train(c, os.path.join(out, name))
+
+    print(f"[{time.time() - t0:5.0f}s] benchmark", flush=True)
+    egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
+    egos += [episodes.from_saved(name, saved.load(os.path.join(out, name, "policy"))) for name in METHODS]
+    repaired = lambda clean: clean.get("anchor") is False and clean.get("counterplay") is True  # noqa: E731
+    summary = run_benchmark(egos, bench, out, progress=False, figure_filter=repaired)
+    print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png")
+    return summary

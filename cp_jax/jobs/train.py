@@ -1,0 +1,153 @@
+"""The self-play training job behind `launch.train_anchor`: config -> scenes -> PPO updates, with
+checkpoints, metric logs, held-out evaluation and a learning-curve PNG.
+
+    setup = resolve(config)          # validates every field; nothing else happens
+    result = train(config, workdir)  # resumes from workdir's latest checkpoint if there is one
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, NamedTuple
+
+import jax
+import numpy as np
+
+from cp_jax import parallel
+from cp_jax.io import run_info
+from cp_jax.io.metrics import Progress
+from cp_jax.jobs import config as config_lib
+from cp_jax.jobs import scenes as scenes_lib
+from cp_jax.jobs.loop import Run, check_resumable, plot
+from cp_jax.policy import networks, saved
+from cp_jax.rl import evaluate, ppo, shaping, spiced
+from cp_jax.sim import conditions, types
+
+EPISODE_KEYS = ("goal_rate", "collision_rate", "offroad_rate", "timeout_rate", "episode_return")
+
+
+class Setup(NamedTuple):
+    sim: types.SimConfig
+    ppo: ppo.PPOConfig
+    net: networks.NetConfig
+    shaping: shaping.Shaping
+    mesh: Any = None  # the devices of config.train.devices (parallel.config_mesh)
+
+
+def resolve(config) -> Setup:
+    """Static configs from an experiment ConfigDict; raises ValueError naming the bad field."""
+    sim = types.SimConfig(**config_lib.fields(types.SimConfig, config.sim, "sim"))
+    net = config_lib.network(config.net, **({} if config.ppo.conditioned else {"condition": False}))
+    if "total_updates" in config.ppo:
+        raise ValueError("config.ppo.total_updates: set config.train.total_updates (it also sets the schedule)")
+    ppo_cfg = ppo.PPOConfig(**config_lib.fields(ppo.PPOConfig, config.ppo, "ppo"),
+                            total_updates=config.train.total_updates)
+    ppo_cfg.validate(sim)
+    shape = shaping.from_config(config.get("shaping", {}), ppo_cfg.conditioned)
+    for style in config.train.eval_styles:
+        conditions.style(style)
+    config_lib.positive(config.train, ("log_every", "ckpt_every", "keep", "total_updates"), "train")
+    mesh = parallel.config_mesh(config.train.get("devices", 0))
+    parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
+    scenes_lib.check(config.scenes)
+    scenes_lib.check_groups(ppo_cfg.bank_groups, mesh, config.scenes.train, "config.ppo.bank_groups")
+    if ppo_cfg.bc_coef > 0.0:  # human-regularised (HR-PPO / SPICED-style) training: logged actions of the train bank
+        if ppo_cfg.bank_groups > 1:
+            raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 (the logged batch is drawn "
+                             "from the whole training bank)")
+        spiced.check_config(config.get("human"))
+    return Setup(sim, ppo_cfg, net, shape, mesh)
+
+
+def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict[str, float]]:
+    """Greedy self-play on the held-out bank under each named style: outcome rates and mean speed."""
+    return {name: evaluate.summarise(evaluate.evaluate(net, params, bank, conditions.style(name),
+                                                       types.default_params(), sim, jax.random.PRNGKey(seed)))
+            for name in styles}
+
+
+def train(config, workdir: str) -> dict[str, Any]:
+    """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
+    Returns {"updates", "final_eval", "params", "runner"}."""
+    setup = resolve(config)
+    check_resumable(workdir, "ppo", setup.ppo.bank_groups)
+    run = Run(workdir, config, keep=config.train.keep, eval_key="update")
+    mesh, groups = setup.mesh, setup.ppo.bank_groups
+    train_bank, eval_bank, _ = scenes_lib.placed(config.scenes, setup.sim, mesh, groups, "config.ppo.bank_groups")
+
+    net = networks.ActorCritic(setup.net)
+    params = types.default_params()
+    start_params, ancestors = None, []
+    if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
+        start = saved.load(config.init_from)
+        if start.net.cfg != setup.net:
+            raise ValueError(f"config.init_from={config.init_from!r}: its network {start.net.cfg} differs "
+                             f"from config.net {setup.net}")
+        start_params = start.params
+        ancestors = run_info.lineage(config.init_from)  # eval.json records the whole lineage's transitions
+    runner = ppo.start(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank, mesh,
+                       params=start_params)
+    runner, done = run.restore(runner)
+    shape_w = parallel.replicate(setup.shaping, mesh)
+
+    if setup.ppo.bc_coef > 0.0:  # + bc_coef x NLL of the bank's logged (tracked) actions, normal style
+        update = spiced.step_from_config(net, setup.ppo, setup.sim, params, train_bank, config.human, config.seed,
+                                         mesh=mesh)
+    else:
+        update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
+    total = config.train.total_updates
+    bar = Progress(total, "updates", initial=done, disable=not config.train.progress)
+    log = dict(t=time.perf_counter(), steps=float(runner.agent_steps), pending=[])
+
+    def after(done: int, runner, stats, last: bool) -> None:
+        log["pending"].append(stats)
+        if done % config.train.log_every == 0 or last:
+            now, steps = time.perf_counter(), float(runner.agent_steps)
+            row = _summarise(jax.device_get(log["pending"]))
+            row["agent_steps"] = steps
+            row["agent_steps_per_s"] = (steps - log["steps"]) / max(now - log["t"], 1e-9)
+            run.writer.write(done, row)
+            bar.update(len(log["pending"]), {"sps": row["agent_steps_per_s"], "goal": row.get("goal_rate", np.nan)})
+            log.update(t=now, steps=steps, pending=[])
+        if eval_bank is not None and config.train.eval_every and done % config.train.eval_every == 0 and not last:
+            res = evaluate_styles(net, parallel.local(runner.params), eval_bank, ("normal",), setup.sim, config.seed)
+            run.append_eval(done, dict(agent_steps=float(runner.agent_steps), styles=res))
+
+    runner, _ = run.iterate(runner, lambda r: update(r, train_bank, shape_w), done, lambda _, d: d < total, after,
+                            config.train.ckpt_every)
+    bar.close()
+
+    final = {}
+    if eval_bank is not None:
+        final = evaluate_styles(net, parallel.local(runner.params), eval_bank, config.train.eval_styles, setup.sim,
+                                config.seed)
+    if run.primary and eval_bank is not None:
+        run.append_eval(total, dict(agent_steps=float(runner.agent_steps), styles=final))
+        own = dict(run=workdir, command=list(sys.argv), git_revision=run_info.git_revision(), updates=total,
+                   agent_steps=float(runner.agent_steps))
+        runs = [own] + ancestors
+        with open(run.path("eval.json"), "w") as f:
+            json.dump(dict(updates=total, agent_steps=own["agent_steps"], styles=final, lineage=runs,
+                           lineage_agent_steps=run_info.lineage_agent_steps(runs)), f, indent=2)
+    if run.primary:
+        saved.save(run.path("policy"), setup.net, parallel.local(runner.params), setup.sim)
+        from cp_jax.io import plots
+
+        plot(plots.learning_curve, workdir, run.path("curve.png"))
+    run.close()
+    return dict(updates=total, final_eval=final, params=runner.params, runner=runner)
+
+
+def _summarise(rows: list[dict]) -> dict[str, float]:
+    """Mean of per-update stats; episode outcome rates averaged over the updates that ended episodes."""
+    keys = [k for k in rows[0] if k not in EPISODE_KEYS and k != "episodes"]
+    out = {k: float(np.mean([r[k] for r in rows])) for k in keys}
+    ended = [r for r in rows if r["episodes"] > 0]
+    if ended:
+        w = np.array([r["episodes"] for r in ended], np.float64)
+        for k in EPISODE_KEYS:
+            out[k] = float(np.sum(w * np.array([r[k] for r in ended])) / w.sum())
+        out["episodes"] = float(w.sum())
+    return out
