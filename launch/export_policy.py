@@ -1,21 +1,10 @@
-"""Copy a finished training run's policy into a self-describing folder (e.g. assets/anchors/NAME).
+"""Copy a finished training run's policy into a self-describing folder (e.g. assets/anchors/NAME), with
+its lineage, curve and README (cp_jax/jobs/export_policy.py).
 
     python -m launch.export_policy --workdir=runs/anchor_small --out=assets/anchors/conditioned_small
-
-The folder gets the policy (params.msgpack, net_config.json, sim_config.json), curve.png,
-eval.json, metrics.jsonl and README.md with the exact command, git revision and held-out results
-taken from the run's run_info.json / eval.json. For a fine-tune (config.init_from), eval.json gets the
-lineage (every run it continued, cp_jax.io.run_info.lineage) and its total agent-steps, the README
-lists their commands, and curve.png spans the whole lineage.
 """
 
 from __future__ import annotations
-
-import json
-import os
-import shlex
-import shutil
-import tempfile
 
 from absl import app, flags
 
@@ -25,70 +14,9 @@ FLAGS = flags.FLAGS
 
 
 def main(_):
-    from cp_jax.io import run_info
-    from cp_jax.policy import saved
+    from cp_jax.jobs.export_policy import export
 
-    src = os.path.join(FLAGS.workdir, "policy")
-    saved.load(src)  # refuse a broken policy
-    # Read before copying: --out may be the folder of a run this one started from.
-    runs = run_info.lineage(FLAGS.workdir)
-    curve = None
-    if len(runs) > 1:  # the curve of the whole lineage replaces the last run's own
-        from cp_jax.io import plots
-
-        curve = plots.lineage_curve(runs, os.path.join(tempfile.mkdtemp(), "curve.png"))
-    os.makedirs(FLAGS.out, exist_ok=True)
-    for name in saved.FILES:
-        shutil.copy(os.path.join(src, name), FLAGS.out)
-    for name in ("curve.png", "eval.json", "metrics.jsonl", "eval.jsonl", "run_info.json"):
-        if os.path.exists(os.path.join(FLAGS.workdir, name)):
-            shutil.copy(os.path.join(FLAGS.workdir, name), FLAGS.out)
-    if curve is not None:
-        shutil.move(curve, os.path.join(FLAGS.out, "curve.png"))
-    ev_out = os.path.join(FLAGS.out, "eval.json")
-    if os.path.exists(ev_out):  # the exported eval.json records the whole lineage (CounterPlay's budget reads it)
-        with open(ev_out) as f:
-            ev = json.load(f)
-        ev.update(lineage=runs, lineage_agent_steps=run_info.lineage_agent_steps(runs))
-        with open(ev_out, "w") as f:
-            json.dump(ev, f, indent=2)
-    with open(os.path.join(FLAGS.workdir, "run_info.json")) as f:
-        info = json.load(f)
-    argv = info["argv"]
-    command = "python -m launch.train_anchor " + " ".join(shlex.quote(a) for a in argv[1:])
-    lines = [f"# {os.path.basename(os.path.normpath(FLAGS.out))}", "",
-             "Made by this project's own command (git revision " + info["git_revision"] + "):", "",
-             "```bash", command, "```", ""]
-    ev_path = os.path.join(FLAGS.workdir, "eval.json")
-    if os.path.exists(ev_path):
-        with open(ev_path) as f:
-            ev = json.load(f)
-        lines += [f"Held-out procedural scenes after {ev['updates']} updates "
-                  f"({ev['agent_steps'] / 1e6:.2f} M controlled agent-steps), greedy actions:", "",
-                  "| style | goal | collision | off-road | timeout | mean speed m/s | agents |",
-                  "|---|---|---|---|---|---|---|"]
-        for style, r in ev["styles"].items():
-            lines.append(f"| {style} | {r['goal']:.3f} | {r['collision']:.3f} | {r['offroad']:.3f} | "
-                         f"{r['timeout']:.3f} | {r['mean_speed']:.2f} | {r['agents']} |")
-        lines.append("")
-    if len(runs) > 1:
-        lines += ["It continues earlier runs (newest first; eval.json's `lineage`, whose "
-                  f"{run_info.lineage_agent_steps(runs) / 1e6:.2f} M simulated agent-steps in all are "
-                  "what post-training budgets are a fraction of):", ""]
-        for r in runs:
-            if r.get("missing"):
-                lines.append(f"- `{r['run']}` (not on disk at export)")
-            else:
-                module = os.path.splitext(os.path.basename(r["command"][0]))[0]
-                cmd = " ".join(["python -m launch." + module] + [shlex.quote(a) for a in r["command"][1:]])
-                lines.append(f"- `{r['run']}`: {r['updates']} updates, {r['agent_steps'] / 1e6:.2f} M agent-steps "
-                             f"(revision {r['git_revision']}): `{cmd}`")
-        lines.append("")
-    lines += ["Training curve: curve.png (metrics.jsonl holds every logged update). "
-              "Load with `cp_jax.policy.saved.load(folder)`.", ""]
-    with open(os.path.join(FLAGS.out, "README.md"), "w") as f:
-        f.write("\n".join(lines))
-    print(f"exported {src} -> {FLAGS.out}")
+    export(FLAGS.workdir, FLAGS.out)
 
 
 if __name__ == "__main__":

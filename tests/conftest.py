@@ -16,6 +16,14 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
+# Tests are dominated by compiling small programs: XLA's optimisations are turned down for the whole
+# session (this process and every subprocess test inherits it), which about halves compile times; the
+# programs compute the same things, and every comparison in the suite runs both sides the same way.
+# Tests marked `optimized` run long programs (real scenes, 128 agents): they compile with XLA's
+# optimisations.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 _CACHE = tempfile.mkdtemp(prefix="cp_jax_xla_cache_")
 os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", _CACHE)
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "1")
@@ -23,13 +31,26 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
 
 # Measured per-module times, longest first (docs/measurements/tests.md); the rest keep collection order.
-LONGEST_FIRST = ("test_parallel.py", "test_counterplay.py", "test_train.py", "test_ppo.py", "test_post_train.py",
-                 "test_bench.py", "test_env.py", "test_bc.py", "test_policy.py")
+LONGEST_FIRST = ("test_train.py", "test_parallel.py", "test_ppo.py", "test_bench.py", "test_post_train.py",
+                 "test_counterplay.py", "test_env.py", "test_bc.py", "test_procedural.py", "test_policy.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable: modules stay whole
+
+
+@pytest.fixture(autouse=True)
+def _optimized(request):
+    if request.node.get_closest_marker("optimized") is None:
+        yield
+        return
+    import jax  # after the environment above is set: jax reads it when first imported
+
+    before = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    yield
+    jax.config.update("jax_disable_most_optimizations", before)
 
 
 def pytest_sessionfinish(session, exitstatus):

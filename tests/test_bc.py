@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from cp_jax.io.metrics import read_jsonl
 from cp_jax.policy import networks, saved
 from cp_jax.rl import bc
 from cp_jax.scenarios.builder import build_scenario
@@ -215,3 +216,28 @@ def test_shipped_smart_bc_loads_and_drives():
                      jax.random.PRNGKey(0))
     assert int(r["controlled"].sum()) == 2
     assert float(np.asarray(r["mean_speed"])[0, 0]) > 0.5  # it drives
+
+
+def test_clone_job_writes_its_outputs_and_resumes(tmp_path):
+    """The behaviour-cloning job (launch.train_bc's) on two tiny procedural scenes: labels, one metric
+    line and one checkpoint per epoch, the policy; run again in the same folder it resumes after the
+    last epoch (nothing re-trained, the same policy)."""
+    from cp_jax.jobs import clone
+    from experiments import bc_small
+
+    c = bc_small.get_config()
+    c.scenes.update(train=2, eval=0, agents=3, cache_dir=str(tmp_path / "cache"))
+    c.sim.update(max_agents=8, obs_road=16)
+    c.bc.update(epochs=2, batch_size=64, noisy_passes=0)
+    c.train.progress = False
+    work = tmp_path / "bc"
+    first = clone.run(c, str(work))
+    for name in ("run_info.json", "labels.json", "metrics.jsonl", "policy/params.msgpack"):
+        assert (work / name).exists(), name
+    assert first["labels"]["train"]["tracked_agents"] > 0 and np.isfinite(first["final"]["loss"])
+    assert [r["step"] for r in read_jsonl(work / "metrics.jsonl")] == [1, 2]
+    assert sorted(os.listdir(work / "checkpoints")) == ["1", "2"]
+    params = (work / "policy" / "params.msgpack").read_bytes()
+    again = clone.run(c, str(work))
+    assert again["final"] == {} and (work / "policy" / "params.msgpack").read_bytes() == params
+    assert [r["step"] for r in read_jsonl(work / "metrics.jsonl")] == [1, 2]

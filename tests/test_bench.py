@@ -95,6 +95,7 @@ def test_regime_needs_its_traffic_policy(small):
 
 
 @pytest.mark.skipif(not WOMD.is_dir(), reason=f"real WOMD samples not found at {WOMD}")
+@pytest.mark.optimized
 def test_expert_ego_on_real_scenes_reaches_its_goal():
     """Issue #5 sanity: log-replay ego among log-replay traffic, real scenes: goal >= 95%, off-road <= 5%.
 
@@ -118,16 +119,23 @@ def test_expert_ego_on_real_scenes_reaches_its_goal():
     assert m["offroad"].mean() <= 0.05, m["offroad"].mean()
 
 
-def test_launch_evaluate_writes_summary_tables_and_figures(tmp_path):
+def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them(tmp_path):
+    """The benchmark job in-process (2 policies x 2 splits x 2 regimes x 2 seeds x 4 pairs; a built-in and a
+    policy ego, rule-based and policy traffic), then the same through `python -m launch.evaluate` in
+    another process: identical tables."""
+    from cp_jax.bench.config import BenchConfig
+    from cp_jax.jobs.benchmark import run_benchmark
+
     out = tmp_path / "bench"
-    cmd = [sys.executable, "-m", "launch.evaluate", "--policy=anchor=assets/anchors/conditioned_small",
-           "--policy=idm", "--regimes=expert,idm,mix", "--pairs=4", "--procedural_scenes=3", "--seeds=2",
-           f"--cache_dir={tmp_path / 'scenes'}", f"--out={out}", "--figures=1", "--noprogress"]
-    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
-                         text=True, timeout=900)
-    assert res.returncode == 0, res.stderr[-3000:]
+    bench = BenchConfig(regimes=("idm", "mix"), pairs=4, procedural_scenes=3, seeds=2,
+                        cache_dir=str(tmp_path / "scenes"), figures=1,
+                        anchor_policy=str(ROOT / "assets/anchors/conditioned_small"),
+                        ppo_policy=str(ROOT / "assets/anchors/ppo_small"),
+                        bc_policy=str(ROOT / "assets/anchors/smart_bc"))
+    egos = [episodes.from_spec(f"anchor={ROOT / 'assets/anchors/conditioned_small'}"), episodes.from_spec("idm")]
+    run_benchmark(egos, bench, str(out), progress=False)
     summary = json.loads((out / "summary.json").read_text())
-    assert len(summary) == 2 * 2 * 3  # policies x splits x regimes
+    assert len(summary) == 2 * 2 * 2  # policies x splits x regimes
     for row in summary:
         assert {"policy", "split", "regime", "ego_style", "score", "score_std", "goal", "timeout", "collision",
                 "at_fault", "non_at_fault", "offroad", "n_pairs", "seeds"} <= set(row)
@@ -135,14 +143,17 @@ def test_launch_evaluate_writes_summary_tables_and_figures(tmp_path):
         total = sum(row[k] for k in ("goal", "timeout", "at_fault", "non_at_fault", "offroad"))
         assert abs(total - 1.0) < 1e-6
     lines = (out / "episodes.jsonl").read_text().splitlines()
-    assert len(lines) == 2 * 2 * 3 * 2 * 4  # x seeds x pairs
+    assert len(lines) == 2 * 2 * 2 * 2 * 4  # x seeds x pairs
     tables = (out / "tables.md").read_text()
     assert "Table I" in tables and "Table III" in tables and "Table IV" in tables
     assert len(list(out.glob("fig_*.png"))) == 1
-    # Identical tables from a second evaluation with the same seeds.
-    res2 = subprocess.run(cmd[:-3] + [f"--out={tmp_path / 'again'}", "--noprogress"], cwd=ROOT,
-                          env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True, timeout=900)
-    assert res2.returncode == 0, res2.stderr[-3000:]
+    # Identical tables from the command line, in another process, with the same seeds.
+    cmd = [sys.executable, "-m", "launch.evaluate", "--policy=anchor=assets/anchors/conditioned_small",
+           "--policy=idm", "--regimes=idm,mix", "--pairs=4", "--procedural_scenes=3", "--seeds=2",
+           f"--cache_dir={tmp_path / 'scenes'}", f"--out={tmp_path / 'again'}", "--noprogress"]
+    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True,
+                         timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
     assert (tmp_path / "again" / "tables.md").read_text() == tables
 
 
@@ -151,3 +162,22 @@ def test_launch_evaluate_rejects_bad_flags_before_work(tmp_path):
     res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
                          text=True, timeout=300)
     assert res.returncode != 0 and "--regimes" in res.stderr
+
+
+def test_bench_config_errors_name_the_field(tmp_path):
+    from cp_jax.bench.config import BenchConfig, from_section
+
+    bad = [(dict(regimes=("teleport",)), "regimes"), (dict(splits=("hard",)), "splits"),
+           (dict(ego_styles=("sporty",)), "ego_styles"), (dict(seeds=0), "seeds"), (dict(figures=-1), "figures"),
+           (dict(scenes=str(tmp_path / "none")), "scenes"), (dict(ppo_policy=str(tmp_path / "x")), "ppo_policy")]
+    for kw, field in bad:
+        with pytest.raises(ValueError, match=f"BenchConfig.{field}"):
+            BenchConfig(**kw)
+    # a policy a regime does not need is not read: IDM traffic needs no PPO policy
+    assert BenchConfig(regimes=("idm",), ppo_policy=str(tmp_path / "x")).needed_traffic() == []
+    with pytest.raises(ValueError, match="config.bench: unknown"):
+        from_section({"pair": 3})
+    with pytest.raises(ValueError, match="config.bench.seeds"):
+        from_section({"seeds": 0})
+    with pytest.raises(ValueError, match="--policy=nowhere"):
+        episodes.from_spec("nowhere")

@@ -194,22 +194,22 @@ def test_grouped_bank_records_each_env_from_its_own_group():
         np.testing.assert_allclose(rec.states.xy[:, 0, 0, 0], 10.0 + 80.0 * scene)  # episodes start in them
 
 
-@pytest.mark.parametrize("every,groups", [(1, 1), (3, 2)])
-def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups, cautious_records):
+def test_a_tiny_round_end_to_end_repairs_a_timeout(cautious_records):
     """Recorded under the cautious style the keep-going cars time out; the search finds the timeouts,
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
-    distillation into the deployment condition changes the parameters. The same with a snapshot
-    every 3 steps (the roots are replayed from the snapshot before them) on a bank in two groups. The
-    first case runs the student gate too: under the cautious style every car of both policies times
-    out (0 points each), so the update is kept, and the gate's runs are charged."""
+    distillation into the deployment condition changes the parameters. The record keeps a snapshot
+    every 3 steps (the roots are replayed from the snapshot before them; every step's snapshots:
+    test_snapshot_replays_the_recorded_episode_exactly) and the bank is in two groups. The student gate
+    runs too: under the cautious style every car of both policies times out (0 points each), so the
+    update is kept, and the gate's runs are charged."""
+    groups = 2
     bank, net = _bank(), networks.ActorCritic(NET)
-    if groups > 1:
-        bank = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x] * groups), bank), groups)
+    bank = env.group_bank(jax.tree.map(lambda x: jnp.concatenate([x] * groups), bank), groups)
     anchor = _keep_going_params()
     cfg = CounterPlayConfig(num_envs=2, max_failures=4, root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
-                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=every, bank_groups=groups,
-                            student_gate=groups == 1, gate_envs=2)
+                            distill_batch=32, reg_states=2, lr=1e-3, snapshot_every=3, bank_groups=groups,
+                            student_gate=True, gate_envs=2)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params())
     state, diag = round_fn(loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
     diag = jax.device_get(diag)
@@ -226,10 +226,8 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(every, groups, cautious_recor
     # Budget: the record (6 cars x 20 steps at most) plus 4 failures x 3 branches plus 4 x 2 re-runs
     # (plus, gated, 2 policies x 2 scenes x 3 egos x 20 steps).
     assert diag["round_steps"] > 0 and float(state.agent_steps) == pytest.approx(float(diag["round_steps"]))
-    gated = cfg.student_gate
-    assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20 + gated * 2 * 2 * 3 * 20
-    if gated:
-        assert diag["gate_accepted"] == 1.0 and diag["gate_old"] == diag["gate_new"] == 0.0
+    assert float(state.agent_steps) <= 6 * 20 + 4 * 3 * 3 * 20 + 4 * 2 * 3 * 20 + 2 * 2 * 3 * 20
+    assert diag["gate_accepted"] == 1.0 and diag["gate_old"] == diag["gate_new"] == 0.0
 
 
 def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():

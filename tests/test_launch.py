@@ -1,9 +1,11 @@
-"""The README's main job, end to end on a tiny config."""
+"""The quickstart (the simulator with non-learned controllers) and a saved policy's self-play evaluation."""
 
 import json
 import os
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,21 +28,30 @@ def test_quickstart_runs_and_writes_outputs(tmp_path):
     assert info["config"]["scenes"] == 2 and info["git_revision"]
 
 
-def test_quickstart_rejects_unknown_controller(tmp_path):
-    cmd = [sys.executable, "-m", "launch.quickstart", f"--out={tmp_path}", "--config.scenes=1",
-           "--config.controllers=('teleport',)"]
-    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode != 0 and "config.controllers" in res.stderr
+def test_quickstart_config_is_checked_before_any_work():
+    from cp_jax.jobs import quickstart
+    from experiments import quickstart as experiment
+
+    for field, value, message in [("controllers", ("teleport",), "config.controllers"),
+                                  ("style", "sporty", "unknown style")]:
+        c = experiment.get_config()
+        c[field] = value
+        with pytest.raises(ValueError, match=message):
+            quickstart.resolve(c)
+    c = experiment.get_config()
+    c.sim.obs_road = 0
+    with pytest.raises(ValueError, match="obs_road"):
+        quickstart.resolve(c)
 
 
-def test_evaluate_policy_prints_rates(tmp_path):
-    cmd = [sys.executable, "-m", "launch.evaluate_policy", "--policy=assets/anchors/ppo_small", "--scenes=1",
-           "--agents=3", f"--cache_dir={tmp_path}", "--styles=normal,aggressive"]
-    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
-                         text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
-    out = json.loads(res.stdout.strip().splitlines()[-1])
-    for rates in out["styles"].values():
+def test_evaluate_policy_reports_rates_per_style(tmp_path):
+    from cp_jax.jobs.evaluate_policy import evaluate_policy
+
+    out = evaluate_policy("assets/anchors/ppo_small", ("normal", "aggressive"), scenes=1, agents=3,
+                          cache_dir=str(tmp_path))
+    assert set(out) == {"normal", "aggressive"}
+    for rates in out.values():
         assert abs(sum(rates[k] for k in ("goal", "collision", "offroad", "timeout")) - 1.0) < 1e-3
-        assert rates["agents"] >= 1
+        assert rates["agents"] >= 1 and 0.0 <= rates["at_fault"] <= rates["collision"] + 1e-9
+    with pytest.raises(ValueError, match="unknown style"):
+        evaluate_policy("assets/anchors/ppo_small", ("sporty",), scenes=1, cache_dir=str(tmp_path))

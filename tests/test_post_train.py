@@ -20,15 +20,11 @@ from cp_jax.sim import types
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIM = types.SimConfig(max_agents=8, max_road_segments=2048, obs_road=16, obs_partners=7, enable_idm=False)
 NET = dataclasses.replace(networks.small(), set_width=16, trunk=(32,))
-TINY = [
-    "--config.scenes.train=2", "--config.scenes.eval=1", "--config.scenes.agents=3",
-    "--config.budget_steps=8000", "--config.eval.every=2",
-    "--config.train.ckpt_every=2", "--config.train.log_every=1", "--config.train.keep=2",
-    "--config.train.progress=False",
-]
+TINY_SETTINGS = {"scenes.train": 2, "scenes.eval": 1, "scenes.agents": 3, "budget_steps": 8000, "eval.every": 2,
+                 "train.ckpt_every": 2, "train.log_every": 1, "train.keep": 2, "train.progress": False}
+TINY = [f"--config.{k}={v}" for k, v in TINY_SETTINGS.items()]
 CP = ["--config.counterplay.num_envs=2", "--config.counterplay.max_failures=4", "--config.counterplay.distill_steps=2",
       "--config.counterplay.distill_batch=16", "--config.counterplay.reg_states=1", "--config.counterplay.gate_envs=2"]
-PPO = ["--config.ppo.num_envs=2", "--config.ppo.rollout_steps=10", "--config.ppo.num_minibatches=2"]
 
 
 @pytest.fixture(scope="module")
@@ -50,17 +46,30 @@ def _run(experiment, workdir, anchor, cache, extra=(), kill_at=None):
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
+def _config(experiment, anchor, cache, **dotted):
+    """The experiment's ConfigDict with the tiny settings of TINY and the dotted overrides, in-process."""
+    import importlib
+
+    c = importlib.import_module(f"experiments.{experiment}").get_config()
+    c.anchor, c.scenes.cache_dir = str(anchor), str(cache)
+    for key, value in {**TINY_SETTINGS, **dotted}.items():
+        section, _, field = key.rpartition(".")
+        (c[section] if section else c)[field] = value
+    return c
+
+
 def _metrics(workdir):
     return read_jsonl(os.path.join(workdir, "metrics.jsonl"))
 
 
-@pytest.mark.slow
 def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     """In two scene groups (bank_groups=2, one scene each: the grouped loading and placement path;
     tests/test_parallel.py checks that the groups stay on their devices)."""
     cache = tmp_path / "cache"
     a, b = tmp_path / "a", tmp_path / "b"
-    cp = [*CP, "--config.counterplay.bank_groups=2", "--config.budget_steps=16000"]  # >= 4 rounds (the kill is at 3)
+    # >= 4 rounds (the kill is at 3); the student gate is off here (in-process: tests/test_counterplay.py)
+    cp = [*CP, "--config.counterplay.bank_groups=2", "--config.budget_steps=16000",
+          "--config.counterplay.student_gate=False"]
     r = _run("counterplay", a, anchor, cache, cp)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "2 training scenes (this process's of 2 groups)" in r.stderr
@@ -80,8 +89,8 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
 
     killed = _run("counterplay", b, anchor, cache, cp, kill_at=3)  # round 2's checkpoint survives
     assert killed.returncode == -9, killed.stderr[-3000:]
-    other = _run("counterplay", b, anchor, cache, CP)  # ungrouped: its scene indices would mean other scenes
-    assert other.returncode != 0 and "bank_groups=2" in other.stderr
+    with pytest.raises(ValueError, match="bank_groups=2"):  # ungrouped: its scene indices would mean other scenes
+        post_train.post_train(_config("counterplay", anchor, cache), str(b))
     resumed = _run("counterplay", b, anchor, cache, cp)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
@@ -89,14 +98,15 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     assert read_jsonl(a / "eval.jsonl") == read_jsonl(b / "eval.jsonl")
 
 
-@pytest.mark.slow
 def test_ppo_continue_spends_the_same_budget_and_changes_the_policy(tmp_path, anchor):
+    """In-process (the command line and validation run in the CounterPlay test above)."""
     experiment = "ppo_continue"  # the distillation baselines share counterplay's loop (tests/test_counterplay.py)
     work = tmp_path / experiment
-    r = _run(experiment, work, anchor, tmp_path / "cache", PPO)
-    assert r.returncode == 0, r.stderr[-3000:]
+    config = _config(experiment, anchor, tmp_path / "cache", **{
+        "scenes.eval": 0, "budget_steps": 600, "ppo.num_envs": 2, "ppo.rollout_steps": 10, "ppo.num_minibatches": 2})
+    post_train.post_train(config, str(work))
     summary = json.loads((work / "post_train.json").read_text())
-    assert summary["method"] == experiment and abs(summary["agent_steps"] - 8000) <= summary["agent_steps"] / 2
+    assert summary["method"] == experiment and abs(summary["agent_steps"] - 600) <= summary["agent_steps"] / 2
     before, after = saved.load(str(anchor)).params, saved.load(str(work / "policy")).params
     assert any(jax.tree.leaves(jax.tree.map(lambda x, y: bool((x != y).any()), before, after)))
 
@@ -114,17 +124,21 @@ def test_keep_going_ends_each_method_where_its_rule_says(budget, rule, rounds):
 
 
 def test_bad_config_fails_before_any_work(tmp_path, anchor):
-    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.counterplay.root_rule=latest"])
-    assert r.returncode != 0 and "root_rule" in r.stderr
-    r = _run("counterplay", tmp_path / "w", tmp_path / "missing", tmp_path / "cache")
-    assert r.returncode != 0 and "net_config.json" in r.stderr
-    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.method=ppo_forever"])
-    assert r.returncode != 0 and "config.method" in r.stderr
-    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", ["--config.budget_stop=never"])
-    assert r.returncode != 0 and "config.budget_stop" in r.stderr
-    r = _run("ppo_rewind", tmp_path / "w", anchor, tmp_path / "cache", [*PPO, "--config.ppo.bank_groups=2"])
-    assert r.returncode != 0 and "config.ppo.bank_groups: ppo_rewind" in r.stderr
-    r = _run("counterplay", tmp_path / "w", anchor, tmp_path / "cache", [*CP, "--config.counterplay.bank_groups=2",
-                                                                        "--config.scenes.train=3"])
-    assert r.returncode != 0 and "must be a multiple of config.counterplay.bank_groups" in r.stderr
-    assert not (tmp_path / "w").exists() and not (tmp_path / "cache").exists()  # nothing generated or written
+    """Every setting is checked (and the anchor read) before any scene is generated or file written."""
+    work, cache = tmp_path / "w", tmp_path / "cache"
+    bad = [("counterplay", anchor, {"counterplay.root_rule": "latest"}, "root_rule"),
+           ("counterplay", tmp_path / "missing", {}, "net_config.json"),
+           ("counterplay", anchor, {"method": "ppo_forever"}, "config.method"),
+           ("counterplay", anchor, {"budget_stop": "never"}, "config.budget_stop"),
+           ("counterplay", anchor, {"budget_steps": 0, "budget_frac": 1.5}, "config.budget_frac"),
+           ("ppo_rewind", anchor, {"ppo.bank_groups": 2}, "config.ppo.bank_groups: ppo_rewind"),
+           ("counterplay", anchor, {"counterplay.bank_groups": 2, "scenes.train": 3},
+            "must be a multiple of config.counterplay.bank_groups"),
+           ("counterplay", anchor, {"counterplay.stlyes": ("normal",)}, r"config.counterplay: unknown field")]
+    for experiment, folder, dotted, message in bad:
+        with pytest.raises((ValueError, FileNotFoundError), match=message):
+            post_train.post_train(_config(experiment, folder, cache, **dotted), str(work))
+    assert not work.exists() and not cache.exists()  # nothing generated or written
+    # the command line reports the same error and exits non-zero
+    r = _run("counterplay", work, anchor, cache, ["--config.counterplay.root_rule=latest"])
+    assert r.returncode != 0 and "root_rule" in r.stderr and not work.exists()

@@ -171,6 +171,7 @@ def _write_tmp(data):
 
 
 @needs_data
+@pytest.mark.optimized
 def test_all_real_scenes_convert_and_short_ones_are_rejected():
     for path in sorted(WOMD.glob("*.json")):
         raw, notes = gpudrive_json.read(str(path))
@@ -187,6 +188,7 @@ def test_all_real_scenes_convert_and_short_ones_are_rejected():
 
 
 @needs_data
+@pytest.mark.optimized
 def test_log_replay_of_real_scenes_is_clean_for_moving_vehicles():
     """The issue's bar: among moving vehicles (>= 2 m over the log) < 5% ever off-road, < 1% ever
     collide, over the 20 scenes, under log replay of everyone."""
@@ -286,25 +288,31 @@ def test_half_a_goal_is_no_goal(tmp_path):
 
 
 def test_build_scenes_reports_when_nothing_converts_and_refuses_to_overwrite(tmp_path):
+    from cp_jax.jobs import convert
+    from cp_jax.sim import types
+
     src = tmp_path / "src"
     src.mkdir()
     _write(src, _scene_json(n_steps=11), "short.json")
     out = tmp_path / "cache"
     cmd = [sys.executable, "-m", "launch.build_scenes", f"--src={src}", f"--out={out}", "--max_agents=8",
            "--max_road_segments=256", "--max_lanes=8"]
-    env_ = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    res = subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, text=True, timeout=600)
+    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True,
+                         timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1].startswith("0 scenes converted, 1 skipped")
     assert json.loads((out / "report.json").read_text())["scenes"][0]["status"] == "skipped"
+    # the same job in-process: one good file converts; converting into a cache again is refused
+    cfg = types.SimConfig(max_agents=8, max_road_segments=256, max_lanes=8, log_steps=91, episode_steps=90)
     _write(src, _scene_json(), "ok.json")
-    assert subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, timeout=600).returncode == 0
-    res = subprocess.run(cmd, cwd=ROOT, env=env_, capture_output=True, text=True, timeout=600)
-    assert res.returncode != 0 and "already holds a scenario cache" in res.stderr
-    other = tmp_path / "other"  # a file slice that selects nothing is refused before anything is written
-    res = subprocess.run(cmd[:4] + [f"--out={other}", "--files=5:"] + cmd[5:], cwd=ROOT, env=env_,
-                         capture_output=True, text=True, timeout=600)
-    assert res.returncode != 0 and "--files='5:'" in res.stderr and not other.exists()
+    good = tmp_path / "good"
+    assert convert.convert(str(good), cfg, convert.sources("gpudrive_json", str(src), 0))["converted"] == 1
+    with pytest.raises(ValueError, match="already holds a scenario cache"):
+        convert.convert(str(good), cfg, convert.sources("gpudrive_json", str(src), 0))
+    with pytest.raises(ValueError, match="--files='5:'"):  # a file slice that selects nothing, before any write
+        convert.sources("gpudrive_json", str(src), 0, "5:")
+    with pytest.raises(ValueError, match="--format=procedural has none"):
+        convert.sources("procedural", None, 2, "0:1")
 
 
 def test_scene_files_are_sorted_by_name_and_sliced(tmp_path):

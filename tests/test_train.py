@@ -24,6 +24,7 @@ TINY = [
 
 
 def _train(workdir, cache, kill_at=None, devices: int = 1, extra=(), process=None):
+    """The command on `devices` host devices (per process with `process`)."""
     # os.environ carries the session's persistent compilation cache (tests/conftest.py): a resumed or
     # repeated run loads the programs its predecessor compiled.
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
@@ -46,78 +47,98 @@ def _metrics(workdir):
     return [{k: v for k, v in r.items() if k != "agent_steps_per_s"} for r in rows]  # wall-clock aside
 
 
-@pytest.mark.slow
-def test_killed_run_resumes_to_the_same_result(tmp_path):
-    """Run b (same seed as a, SIGKILLed after update 5 and resumed) ends with byte-identical parameters
-    and identical metric lines: a second run with the same seed gives the same result, across
-    processes and a kill (test_ppo.py checks the same in-process, and that another seed differs)."""
-    cache = tmp_path / "cache"
-    a, b = tmp_path / "a", tmp_path / "b"
-    r = _train(a, cache)
-    assert r.returncode == 0, r.stderr[-3000:]
-    for name in ("run_info.json", "metrics.jsonl", "policy/params.msgpack", "policy/net_config.json", "curve.png"):
-        assert (a / name).exists(), name
-    assert sorted(os.listdir(a / "checkpoints")) == ["6", "8"]  # keep=2
-    assert json.loads((a / "run_info.json").read_text())["config"]["ppo"]["num_envs"] == 2
-
-    killed = _train(b, cache, kill_at=5)  # SIGKILL after update 5: the checkpoint of update 4 survives
-    assert killed.returncode == -9, killed.stderr[-3000:]
-    assert not (b / "policy" / "params.msgpack").exists()
-    assert len(read_jsonl(b / "metrics.jsonl")) == 5  # update 5 was logged before the kill
-    resumed = _train(b, cache)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
-    assert _metrics(a) == _metrics(b)  # the lost update 5 was re-made, not duplicated
-    # A fine-tune of run a (init_from, held-out evaluation on): its eval.json records the lineage.
-    c = tmp_path / "c"
-    tuned = _train(c, cache, extra=[f"--config.init_from={a / 'policy'}", "--config.scenes.eval=1",
-                                    "--config.train.total_updates=1", "--config.train.ckpt_every=1"])
-    assert tuned.returncode == 0, tuned.stderr[-3000:]
-    ev = json.loads((c / "eval.json").read_text())
-    assert [r["run"] for r in ev["lineage"]] == [str(c), str(a)]
-    assert f"--workdir={a}" in ev["lineage"][1]["command"] and ev["agent_steps"] > 0
-    assert ev["lineage_agent_steps"] == ev["agent_steps"]  # run a kept no eval.json: its steps are unknown (0)
-    # A 2-device run killed and resumed from its sharded checkpoint: the next test's reference run.
-
-
-@pytest.mark.slow
-def test_two_process_launch_reads_its_own_scene_group_and_writes_files_once(tmp_path):
-    """launch.train_anchor as two processes (one device each, jax.distributed on localhost) with the
-    bank in 2 scene groups: each process builds and holds only its own group, process 0 alone writes
-    logs and the policy, orbax writes the checkpoints once, and the metrics equal one process with
-    2 devices and the same groups (killed and resumed; resuming with other groups is refused)."""
+def test_killed_run_resumes_exactly_and_two_hosts_read_their_own_scene_groups(tmp_path):
+    """launch.train_anchor end to end, the bank in 4 scene groups:
+    - r, one process on 4 devices: its outputs, the last train.keep checkpoints;
+    - k, the same run SIGKILLed after update 3 and resumed from its sharded checkpoint: byte-identical
+      parameters and identical metric lines (the lost update re-made, not duplicated); resuming with
+      other scene groups is refused before anything is touched;
+    - m, two processes of 2 devices each (jax.distributed on localhost, gloo collectives): each builds
+      and holds only the two groups of its own devices, process 0 alone writes logs and the policy,
+      orbax writes the checkpoints once, and the metrics equal r's;
+    - a fine-tune of r (init_from, held-out evaluation on): its eval.json records the lineage."""
     from tests.test_parallel import _free_port
 
-    cache, extra = tmp_path / "cache", ["--config.ppo.bank_groups=2", "--config.train.total_updates=4"]
+    cache, r, k, m = tmp_path / "cache", tmp_path / "r", tmp_path / "k", tmp_path / "m"
+    extra = ["--config.ppo.bank_groups=4", "--config.ppo.num_envs=4", "--config.scenes.train=4",
+             "--config.train.total_updates=4"]
+    run = _train(r, cache, devices=4, extra=extra)
+    assert run.returncode == 0, run.stderr[-3000:]
+    for name in ("run_info.json", "metrics.jsonl", "policy/params.msgpack", "policy/net_config.json", "curve.png"):
+        assert (r / name).exists(), name
+    assert sorted(os.listdir(r / "checkpoints")) == ["2", "4"]  # keep=2
+    assert json.loads((r / "run_info.json").read_text())["config"]["ppo"]["num_envs"] == 4
+
+    killed = _train(k, cache, kill_at=3, devices=4, extra=extra)  # the checkpoint of update 2 survives
+    assert killed.returncode == -9, killed.stderr[-3000:]
+    assert not (k / "policy" / "params.msgpack").exists()
+    assert len(read_jsonl(k / "metrics.jsonl")) == 3  # update 3 was logged before the kill
+    c = anchor_config(cache, total_updates=4, devices=1)  # other scene groups: refused, nothing touched
+    before = (k / "run_info.json").read_text()
+    with pytest.raises(ValueError, match=r"config.ppo.bank_groups \(1\)"):
+        train.train(c, str(k))
+    assert (k / "run_info.json").read_text() == before
+    resumed = _train(k, cache, devices=4, extra=extra)
+    assert resumed.returncode == 0 and "resumed from update 2" in resumed.stderr, resumed.stderr[-3000:]
+    assert (r / "policy" / "params.msgpack").read_bytes() == (k / "policy" / "params.msgpack").read_bytes()
+    assert _metrics(r) == _metrics(k)
+
     port = _free_port()
-    procs = [_train(tmp_path / "m", cache, extra=extra, process=(i, port)) for i in range(2)]
+    procs = [_train(m, cache, devices=2, extra=extra, process=(i, port)) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
-        assert "1 training scenes (this process's of 2 groups)" in err
-    assert len([d for d in os.listdir(cache) if d.startswith("procedural_")]) == 2  # a cache per group
-    assert sorted(os.listdir(tmp_path / "m" / "checkpoints")) == ["2", "4"]
-    assert (tmp_path / "m" / "policy" / "params.msgpack").exists()
-    # The reference: one process on 2 devices, same groups, SIGKILLed after update 3 and resumed.
-    assert _train(tmp_path / "r", cache, kill_at=3, devices=2, extra=extra).returncode == -9
-    one = _train(tmp_path / "r", cache, devices=2, extra=extra)
-    assert one.returncode == 0 and "resumed from update 2" in one.stderr, one.stderr[-3000:]
-    changed = _train(tmp_path / "r", cache, devices=2, extra=["--config.train.total_updates=6"])
-    assert changed.returncode != 0 and "config.ppo.bank_groups (1)" in changed.stderr  # other groups: refused
-    two = _metrics(tmp_path / "m")
-    assert [r["step"] for r in two] == [1, 2, 3, 4]  # one line per update: only process 0 logs
-    for ra, rb in zip(_metrics(tmp_path / "r"), two, strict=True):
-        for k in ra:
-            assert rb[k] == pytest.approx(ra[k], rel=1e-3, abs=1e-4), (ra["step"], k)
+        assert "2 training scenes (this process's of 4 groups)" in err
+    assert len([d for d in os.listdir(cache) if d.startswith("procedural_")]) == 4  # a cache per group
+    assert sorted(os.listdir(m / "checkpoints")) == ["2", "4"]
+    assert (m / "policy" / "params.msgpack").exists()
+    two = _metrics(m)
+    assert [row["step"] for row in two] == [1, 2, 3, 4]  # one line per update: only process 0 logs
+    for ra, rb in zip(_metrics(r), two, strict=True):
+        for key in ra:
+            assert rb[key] == pytest.approx(ra[key], rel=1e-3, abs=1e-4), (ra["step"], key)
+
+    tuned = _train(tmp_path / "c", cache, devices=4, extra=[*extra, f"--config.init_from={r / 'policy'}",
+                                                             "--config.scenes.eval=1"])
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
+    ev = json.loads((tmp_path / "c" / "eval.json").read_text())
+    assert [x["run"] for x in ev["lineage"]] == [str(tmp_path / "c"), str(r)]
+    assert f"--workdir={r}" in ev["lineage"][1]["command"] and ev["agent_steps"] > 0
+    assert ev["lineage_agent_steps"] == ev["agent_steps"]  # run r kept no eval.json: its steps are unknown (0)
+
+
+def anchor_config(cache, **train):
+    """experiments/anchor_small.py with TINY's settings, in-process."""
+    from experiments import anchor_small
+
+    c = anchor_small.get_config()
+    for arg in TINY:
+        key, value = arg.removeprefix("--config.").split("=")
+        section, field = key.split(".")
+        c[section][field] = type(c[section][field])(value) if value not in ("True", "False") else value == "True"
+    c.scenes.cache_dir = str(cache)
+    c.train.update(train)
+    return c
 
 
 def test_bad_config_fails_before_any_work(tmp_path):
+    """Checked in-process, before anything is generated or written; the command line says the same."""
+    from experiments import anchor_small
+
+    work = tmp_path / "w"
+    for section, field, value in [("ppo", "sample_capacity", 0.0), ("shaping", "comfort_scale", -1.0),
+                                  ("scenes", "eval_seed", 50), ("train", "keep", 0), ("net", "preset", "huge")]:
+        c = anchor_small.get_config()
+        c.scenes.cache_dir = str(tmp_path / "cache")
+        c[section][field] = value
+        with pytest.raises(ValueError, match=field):
+            train.train(c, str(work))
+    assert not work.exists() and not (tmp_path / "cache").exists()  # nothing generated or written
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
-    r = subprocess.run([sys.executable, "-m", "launch.train_anchor", f"--workdir={tmp_path / 'w'}",
+    r = subprocess.run([sys.executable, "-m", "launch.train_anchor", f"--workdir={work}",
                         "--config.ppo.sample_capacity=0.0"], cwd=ROOT, env=env, capture_output=True, text=True,
                        timeout=300)
-    assert r.returncode != 0 and "sample_capacity" in r.stderr
-    assert not (tmp_path / "w").exists()  # nothing generated or written
+    assert r.returncode != 0 and "sample_capacity" in r.stderr and not work.exists()
 
 
 def test_human_regularisation_settings_are_validated():

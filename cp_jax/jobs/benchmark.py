@@ -14,17 +14,18 @@ import json
 import os
 import time
 
+import jax
+import numpy as np
+from tqdm import tqdm
+
+from cp_jax.bench import episodes, figures, report
+from cp_jax.sim import conditions, env
+
 
 def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None) -> list[dict]:
     """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
     batched episode run each; writes out's files (module docstring) and returns the summary records.
     figure_filter(outcomes: {policy: clean}) -> bool picks the pairs drawn (default: outcomes differ)."""
-    import jax
-    from tqdm import tqdm
-
-    from cp_jax.bench import episodes, report
-    from cp_jax.sim import conditions
-
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
     traffic = bench.traffic()
@@ -76,11 +77,6 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
 def _figures(st, egos, keep, records, regime, split, out, count, figure_filter=None):
     """Pairs of `split` picked by figure_filter (default: the first two policies' outcomes differ),
     then any pairs; the first two policies side by side."""
-    import numpy as np
-
-    from cp_jax.bench import figures
-    from cp_jax.sim import env
-
     shown = [e.name for e in egos[:2]]
     wanted = figure_filter or (lambda clean: len(set(clean.values())) >= 2)
     outcome = {}

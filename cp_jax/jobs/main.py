@@ -21,7 +21,7 @@ from cp_jax.jobs.benchmark import run_benchmark
 from cp_jax.policy import saved
 
 METHODS = ("counterplay", "ppo_continue")
-EXPECTED_MINUTES = 15  # b41 (budget 196 K agent-steps per method) on a 2-core CPU
+EXPECTED_MINUTES = 8  # b41 (budget 196 K agent-steps per method): 393-475 s on a 2-core CPU (session 22)
 
 
 def post_configs(config) -> dict:

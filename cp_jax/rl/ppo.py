@@ -22,6 +22,10 @@ subset when more are valid; `dropped_frac` reports it), in `compact_groups` grou
 (a multiple of the device count keeps compaction and minibatches device-local). The LSTM variant
 stores the carry of every step and re-applies one step from it in the update (no gradient through
 time).
+
+Why one module of ~570 lines: the algorithm reads top to bottom in one place (STYLE.md 1, purejaxrl's
+ppo.py): config, runner, rollout, GAE, the loss, compaction and the update. Evaluation
+(rl/evaluate.py) and the training-only shaping (rl/shaping.py) live beside it.
 """
 
 from __future__ import annotations
@@ -237,16 +241,20 @@ def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
 
 def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario,
          mesh=None) -> Runner:
-    """A fresh Runner: initial parameters, optimiser state, first episodes. With a mesh it is made by
-    one jitted program straight onto `shard_runner`'s layout, which also works when the bank is
-    sharded over hosts (bank_groups; no process holds all of it)."""
+    """A fresh Runner: initial parameters, optimiser state, first episodes, made by one jitted program
+    (one compile, not one per operation). With a mesh it is made straight onto `shard_runner`'s layout,
+    which also works when the bank is sharded over hosts (bank_groups; no process holds all of it)."""
     cfg.validate(sim)
-    if mesh is not None:
-        fn = functools.partial(init, net, cfg, sim)
-        batch, rest = parallel.batch_spec(mesh), parallel.replicated_spec(mesh)
-        shardings = _place(jax.eval_shape(fn, key, bank), lambda x: jax.tree.map(lambda _: batch, x),
-                           lambda x: jax.tree.map(lambda _: rest, x))
-        return jax.jit(fn, out_shardings=shardings)(key, bank)
+    fn = functools.partial(_fresh, net, cfg, sim)
+    if mesh is None:
+        return jax.jit(fn)(key, bank)
+    batch, rest = parallel.batch_spec(mesh), parallel.replicated_spec(mesh)
+    shardings = _place(jax.eval_shape(fn, key, bank), lambda x: jax.tree.map(lambda _: batch, x),
+                       lambda x: jax.tree.map(lambda _: rest, x))
+    return jax.jit(fn, out_shardings=shardings)(key, bank)
+
+
+def _fresh(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario) -> Runner:
     k_params, k_env, key = jax.random.split(key, 3)
     params = networks.init_params(net.cfg, sim, k_params)
     state, idx = reset_envs(k_env, bank, cfg, sim)

@@ -20,8 +20,8 @@ from cp_jax.sim.observation import observe, observe_agents
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 
 __all__ = [
-    "reset", "step", "observe", "observe_agents", "rollout", "policy_step", "Act", "Trajectory", "stack_states", "rollout_rows",
-    "replay_log", "default_controllers", "set_controllers",
+    "reset", "step", "observe", "observe_agents", "rollout", "policy_step", "Act", "Trajectory", "stack_states",
+    "rollout_rows", "replay_log", "default_controllers", "set_controllers",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 

@@ -1,7 +1,7 @@
 """Run under 4 forced host devices (tests/test_parallel.py starts it in its own process): two
-CounterPlay rounds with records and branches split over a 4-device mesh vs one device; the same
-with the bank in 4 scene groups split over the devices (bank_groups), whose compiled round must not
-gather the bank onto every device."""
+CounterPlay rounds with records and branches split over a 4-device mesh vs one device, with the bank in
+4 scene groups split over the devices (bank_groups), whose compiled round must not gather the bank onto
+every device. (A replicated bank under a mesh is PPO's default layout, checked in ppo_sharded.py.)"""
 
 import json
 import sys
@@ -16,26 +16,26 @@ from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.policy import networks
 from cp_jax.sim import conditions, env, types
 from tests.multidevice.ppo_sharded import max_diff
-from tests.test_counterplay import NET, SIM, _bank, _keep_going_params, _shifted_bank
+from tests.test_counterplay import NET, SIM, _keep_going_params, _shifted_bank
 
 GROUPS = 4
 COLLECTIVES = ("all-gather", "all-to-all", "collective-permute", "all-reduce", "reduce-scatter")
 
 
-def run(mesh, groups=1):
-    """(final state, per-round diagnostics, compiled HLO text) of two rounds."""
+def run(mesh, groups):
+    """(final state, per-round diagnostics, compiled HLO text (with a mesh), bank) of two rounds."""
     net, anchor = networks.ActorCritic(NET), _keep_going_params()
-    # Grouped: 9 scenes per group (shapes [G, 9, ...] / [9 G, ...] that nothing else in the round has).
-    bank = _bank() if groups == 1 else env.group_bank(_shifted_bank([8.0 * i for i in range(9 * groups)]), groups)
+    # 9 scenes per group (shapes [G, 9, ...] / [9 G, ...] that nothing else in the round has).
+    bank = env.group_bank(_shifted_bank([8.0 * i for i in range(9 * groups)]), groups)
     cfg = CounterPlayConfig(num_envs=4, max_failures=4, root_rule="value", window=20,
                             styles=("cautious", "aggressive"), deploy_style="cautious", distill_steps=3,
                             distill_batch=32, reg_states=2, lr=1e-3, bank_groups=groups)
     state = loop.init(anchor, cfg, jax.random.PRNGKey(5))
     if mesh is not None:
         state, anchor = (parallel.replicate(x, mesh) for x in (state, anchor))
-        bank = parallel.replicate(bank, mesh) if groups == 1 else parallel.shard_groups(bank, mesh, groups)
+        bank = parallel.shard_groups(bank, mesh, groups)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params(), mesh)
-    hlo = round_fn.lower(state, anchor, bank).compile().as_text()
+    hlo = round_fn.lower(state, anchor, bank).compile().as_text() if mesh is not None else ""
     diags = []
     for _ in range(2):
         state, diag = round_fn(state, anchor, bank)
@@ -76,12 +76,9 @@ def main():
     # the keep-going cars then all time out, so every round has failures to repair.
     cautious = conditions.style("cautious")
     record.conditions.sample = lambda key, shape=(): jnp.broadcast_to(cautious, (*shape, types.COND_DIM))
-    one, d_one, _, _ = run(None)
-    four, d_four, _, _ = run(parallel.make_mesh())
-    out = compare(one, d_one, four, d_four)
     one_g, d_one_g, _, _ = run(None, GROUPS)
     four_g, d_four_g, hlo, bank = run(parallel.make_mesh(), GROUPS)
-    out["grouped"] = dict(
+    out = dict(
         compare(one_g, d_one_g, four_g, d_four_g),
         bank_shards=sorted({tuple(s.data.shape) for s in jax.tree.leaves(bank)[0].addressable_shards}),
         bank_leaf_shape=list(jax.tree.leaves(bank)[0].shape),

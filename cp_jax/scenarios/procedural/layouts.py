@@ -7,6 +7,10 @@ on their LEFT (counter-clockwise around the road surface). Lane ids index `Layou
 `make_layout(kind, rng)` builds one layout; everything random comes from `rng`, so a seed gives
 the same arrays every time. Each generator works in a local frame and the result is finally
 rotated and shifted at random.
+
+Why one module of ~860 lines: the seven generators share the builder, the junction machinery and the
+polyline helpers above them, and each is read against the others (a new layout copies one); split
+across files they would import each other's private helpers.
 """
 
 from __future__ import annotations

@@ -1,0 +1,113 @@
+"""The conversion job behind `launch.build_scenes`: a folder of scenes converted once into a scenario
+cache (TFDS ArrayRecord of padded arrays) with a report.
+
+    summary = convert(out, cfg, sources(fmt, src, n_procedural, files))
+
+Every scene is validated; a malformed file never stops the run: it is skipped and reported (with the
+file and the field). Scenes larger than the static sizes are truncated by the documented rules
+(`builder.fit_to_config`) and counted. report.json lists every scene converted or skipped, with the
+reason and what was dropped or truncated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+
+from cp_jax.sim import types
+
+FORMATS = ("gpudrive_json", "tfexample", "procedural")
+
+
+def sources(fmt: str, src: str | None, n_procedural: int, select: str = "") -> list[tuple[str, Callable]]:
+    """(scene id, thunk returning (RawScene, notes dict)) for every input scene; select: 'START:STOP' of
+    the sorted files of src. Raises ValueError for a bad selection or folder (before anything is read)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
+    return list(_sources(fmt, src, n_procedural, select))
+
+
+def _sources(fmt: str, src: str | None, n_procedural: int, select: str) -> Iterator[tuple[str, Callable]]:
+    if fmt == "procedural":
+        if select:
+            raise ValueError("--files selects files of --src; --format=procedural has none (use --procedural_scenes)")
+        from cp_jax.scenarios.procedural import generator, layouts
+
+        kinds = layouts.LAYOUT_KINDS
+        for i in range(n_procedural):
+            yield f"procedural_{kinds[i % len(kinds)]}_{i}", lambda i=i: (
+                generator.generate(i, kinds[i % len(kinds)]), {})
+        return
+    from cp_jax.scenarios.readers.files import scene_files
+
+    if fmt == "gpudrive_json":
+        from cp_jax.scenarios.readers import gpudrive_json
+
+        for path in scene_files(src, "*.json", select):
+            def read(path=path):
+                raw, notes = gpudrive_json.read(path)
+                return raw, notes.as_dict()
+            yield os.path.splitext(os.path.basename(path))[0], read
+        return
+    from cp_jax.scenarios.builder import SceneError
+    from cp_jax.scenarios.readers import tfexample
+
+    for path in scene_files(src, "*tfrecord*", select):
+        try:
+            items = tfexample.read(path)
+        except SceneError as e:  # an unreadable file is reported, not fatal
+            items = [e]
+        for k, item in enumerate(items):
+            def read(item=item):
+                if isinstance(item, Exception):
+                    raise item
+                raw, notes = item
+                return raw, notes.as_dict()
+            yield f"{os.path.basename(path)}#{k}", read
+
+
+def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]]) -> dict:
+    """Convert `scenes` (from `sources`) into a cache in out and write out/report.json; returns the
+    summary. Refuses a folder that already holds a cache."""
+    from cp_jax.scenarios import cache
+    from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config
+
+    if os.path.exists(os.path.join(out, "sim_config.json")):
+        raise ValueError(f"--out={out} already holds a scenario cache: remove it or choose another folder")
+    os.makedirs(out, exist_ok=True)
+    report, t0 = [], time.perf_counter()
+
+    def examples():
+        for scene_id, read in scenes:
+            entry = dict(scene=scene_id)
+            try:
+                raw, notes = read()
+                raw, dropped_objects, dropped_segments = fit_to_config(raw, cfg)
+                scenario = build_scenario(raw, cfg)
+            except SceneError as e:  # readers turn malformed input into SceneError naming the field
+                entry.update(status="skipped", reason=str(e))
+                report.append(entry)
+                continue
+            entry.update(status="converted", objects=raw.num_objects,
+                         controllable=int(raw.controllable.sum()), truncated_objects=dropped_objects,
+                         truncated_segments=dropped_segments, **notes)
+            report.append(entry)
+            yield scene_id, scenario
+
+    data_dir = None
+    try:  # scenes stream into the cache as they convert
+        data_dir = cache.build_cache(out, cfg, examples)
+    except AssertionError:  # TFDS refuses an empty split: every scene was skipped (reported below)
+        if any(r["status"] == "converted" for r in report):
+            raise
+    elapsed = time.perf_counter() - t0
+    converted = [r for r in report if r["status"] == "converted"]
+    summary = dict(converted=len(converted), skipped=len(report) - len(converted), seconds=elapsed,
+                   scenes_per_s=len(report) / max(elapsed, 1e-9), data_dir=data_dir,
+                   truncated_objects=sum(r["truncated_objects"] for r in converted),
+                   truncated_segments=sum(r["truncated_segments"] for r in converted))
+    with open(os.path.join(out, "report.json"), "w") as f:
+        json.dump(dict(summary=summary, sim_config=cfg.__dict__, scenes=report), f, indent=2)
+    return summary
