@@ -17,6 +17,8 @@ bc (cp_jax.rl.bc.BCConfig fields); train.
 
 import ml_collections
 
+from cp_jax.jobs.config import section
+from cp_jax.rl.bc import BCConfig
 from experiments import anchor_small
 
 
@@ -28,11 +30,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.sim = base.sim
     # condition=True: an anchor-shaped network (condition slot = bc.style) that train_anchor can start from
     c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict(dict(condition=False))))
-    c.bc = ml_collections.ConfigDict(dict(
-        horizon=8, factored=True, w_yaw=4.0, w_speed=0.25, w_smooth=1e-3, max_track_error=5.0, style="normal",
-        noisy_passes=1, noise_prob=0.05, noise_steps=10, noise_max=2,
-        epochs=16, batch_size=1024, lr=1e-3, lr_schedule="cosine", max_grad_norm=1.0, scene_chunk=8,
-    ))
+    c.bc = section(BCConfig)  # the shipped smart_bc's settings are BCConfig's defaults
     c.train = ml_collections.ConfigDict(dict(
         evaluate=True,  # closed-loop self-play on the held-out scenes at the end (eval.json)
         progress=True,

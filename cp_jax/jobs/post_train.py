@@ -69,34 +69,37 @@ def _round(setup: Setup, config, bank, params, key):
             lambda s, b: round_fn(s, anchor_params, b))
 
 
-def _ppo(setup: Setup, config, bank, params, key, make_step):
-    """(runner from the anchor, its envs split over the mesh's devices; step with the shaping applied)."""
-    anchor, sim, cfg, mesh = setup.anchor, setup.anchor.sim, setup.ppo, setup.mesh
-    runner = ppo.start(anchor.net, cfg, sim, key, bank, mesh, params=anchor.params)
-    shape_w = parallel.replicate(setup.shaping, mesh)
-    step = make_step(setup, config, bank, params)
+def _ppo(setup: Setup, bank, key, step):
+    """(runner from the anchor, its envs split over the mesh's devices; step(state, bank) with the
+    training shaping applied)."""
+    runner = ppo.start(setup.anchor.net, setup.ppo, setup.anchor.sim, key, bank, setup.mesh,
+                       params=setup.anchor.params)
+    shape_w = parallel.replicate(setup.shaping, setup.mesh)
     return runner, lambda s, b: step(s, b, shape_w)
 
 
-def _continue(setup, config, bank, params, key):
-    return _ppo(setup, config, bank, params, key,
-                lambda s, c, b, p: ppo.make_update(s.anchor.net, s.ppo, s.anchor.sim, p, mesh=s.mesh))
+def _continue(setup: Setup, config, bank, params, key):
+    a = setup.anchor
+    return _ppo(setup, bank, key, ppo.make_update(a.net, setup.ppo, a.sim, params, mesh=setup.mesh))
 
 
-def _rewind(setup, config, bank, params, key):
-    return _ppo(setup, config, bank, params, key, lambda s, c, b, p: rewind.make_step(
-        s.anchor.net, s.counterplay, s.ppo, s.anchor.sim, p, mesh=s.mesh))
+def _rewind(setup: Setup, config, bank, params, key):
+    a = setup.anchor
+    return _ppo(setup, bank, key, rewind.make_step(a.net, setup.counterplay, setup.ppo, a.sim, params,
+                                                   mesh=setup.mesh))
 
 
-def _opponent(setup, config, bank, params, key):
-    runner, step = _ppo(setup, config, bank, params, key, lambda s, c, b, p: opponent.make_step(
-        s.anchor.net, s.ppo, s.anchor.sim, p, c.opponent.pool_every, mesh=s.mesh))
+def _opponent(setup: Setup, config, bank, params, key):
+    a = setup.anchor
+    runner, step = _ppo(setup, bank, key, opponent.make_step(a.net, setup.ppo, a.sim, params,
+                                                             config.opponent.pool_every, mesh=setup.mesh))
     return opponent.init(runner, config.opponent.pool_size), step
 
 
-def _spiced(setup, config, bank, params, key):
-    return _ppo(setup, config, bank, params, key, lambda s, c, b, p: spiced.step_from_config(
-        s.anchor.net, s.ppo, s.anchor.sim, p, b, c.human, c.seed, mesh=s.mesh))
+def _spiced(setup: Setup, config, bank, params, key):
+    a = setup.anchor
+    return _ppo(setup, bank, key, spiced.step_from_config(a.net, setup.ppo, a.sim, params, bank, config.human,
+                                                          config.seed, mesh=setup.mesh))
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (
