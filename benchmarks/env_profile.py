@@ -70,7 +70,7 @@ def main(_):
         "  road block": scan_part(lambda s, sc: observation.observe(s, sc, cfg).road.sum()),
         "  partner block": scan_part(lambda s, sc: observation.observe(s, sc, cfg).partners.sum()),
         "  SAT overlap": scan_part(lambda s, sc: geometry.overlap_matrix(s.xy, s.yaw, sc.size).sum()),
-        "  off-road": scan_part(lambda s, sc: env._offroad(s.xy, s.yaw, sc, cfg).sum()),
+        "  off-road": scan_part(lambda s, sc: env.is_offroad(s.xy, s.yaw, sc, cfg).sum()),
         "  lane frame": scan_part(lambda s, sc: geometry.lane_frame(s.xy, s.yaw, sc, cfg)[1].sum()),
     }
     print(f"{a} agents, {int(scenario.road_valid.sum())} segments, batch {b}, {n} steps")

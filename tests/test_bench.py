@@ -56,6 +56,40 @@ def test_expert_ego_in_expert_traffic_completes_every_procedural_pair(small):
     assert np.all(m["ego_controlled"])
 
 
+def test_policies_see_the_road_view_they_were_trained_with_and_undrivable_pairs_are_set_apart():
+    """A bank built with 32 road entries per cell meets a policy observing 8: cut to 8 (refused the other
+    way, and with another road index). Of three egos on a straight road (edges at y = +-4), one starts
+    beyond the edge and one's log drifts over it: both are set apart by the simulator's off-road rule,
+    and the kept pair is the one an expert ego drives cleanly."""
+    import dataclasses
+
+    from tests.worlds import straight_road
+
+    raw = straight_road([(10.0, -2.0, 0.0, 5.0), (10.0, -5.5, 0.0, 5.0), (40.0, -2.0, -0.1, 5.0)], steps=31)
+    built = types.SimConfig(max_agents=4, max_road_segments=256, max_lanes=4, obs_road=32, log_steps=31,
+                            episode_steps=30, grid_size=8)
+    bank = env.stack_scenarios([build_scenario(raw, built)])
+    pairs = [splits_lib.Pair("straight", e, 0.0) for e in range(3)]
+    st = suite.Suite(["straight"], bank, built, {"random": suite.SplitPairs(pairs, np.zeros(3, np.int32),
+                                                                            np.arange(3, dtype=np.int32))})
+    cfg = dataclasses.replace(built, obs_road=8)
+    cut = suite.for_policies(st, cfg)
+    assert cut.bank.cell_road.shape[-1] == 8 and cut.cfg.obs_road == 8
+    np.testing.assert_array_equal(cut.bank.cell_road, bank.cell_road[..., :8])  # the nearest 8, in order
+    with pytest.raises(ValueError, match="obs_road=32.*observe 64"):
+        suite.for_policies(st, dataclasses.replace(built, obs_road=64, max_road_segments=256))
+    with pytest.raises(ValueError, match="grid_size=8"):
+        suite.for_policies(st, dataclasses.replace(cfg, grid_size=16))
+    kept, excluded = suite.drivable(cut, cfg)
+    ex = excluded["random"]
+    assert [p.ego for p in kept.splits["random"].pairs] == [0] and list(kept.splits["random"].ego) == [0]
+    assert [p.ego for p in ex.reasons["start_offroad"]] == [1] and [p.ego for p in ex.reasons["log_offroad"]] == [2]
+    assert ex.no_route == [] and ex.line("random").startswith("split random: 1 of 3 pairs drivable")
+    m = episodes.run(episodes.builtin("expert"), "expert", {}, bank, np.zeros(3, np.int32), np.arange(3),
+                     NORMAL, 0, episodes.bench_config(cfg)).metrics
+    np.testing.assert_array_equal(m["offroad"], [False, True, True])  # the same rule, in episodes
+
+
 def test_same_seed_same_episodes_and_seeds_only_vary_policy_traffic(small):
     st, ego, traffic, cfg = small
     sp = st.splits["interactive"]
@@ -117,6 +151,17 @@ def test_expert_ego_on_real_scenes_reaches_its_goal():
     assert len(pairs) >= 100
     assert m["goal"].mean() >= 0.95, m["goal"].mean()
     assert m["offroad"].mean() <= 0.05, m["offroad"].mean()
+    # The pairs set apart as not drivable are exactly the ones whose logged ego leaves the road (or hits
+    # something first); every kept ego has a route (from its lanes or its logged path) for IDM to drive.
+    st = suite.Suite([str(i) for i in range(len(raws))], bank, cfg, {"all": suite.SplitPairs(pairs, scene, ego)})
+    kept, excluded = suite.drivable(st, cfg)
+    ex = excluded["all"]
+    out = {(p.scene_id, p.ego) for v in ex.reasons.values() for p in v}
+    is_out = np.array([(p.scene_id, p.ego) in out for p in pairs])
+    assert 0 < is_out.sum() <= 0.2 * len(pairs) and len(kept.splits["all"].pairs) == len(pairs) - is_out.sum()
+    assert not m["offroad"][~is_out].any()
+    assert ((m["offroad"] + m["collision"]) > 0)[is_out].all(), (m["offroad"][is_out], m["goal"][is_out])
+    assert ex.no_route == []
 
 
 def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them(tmp_path):

@@ -91,7 +91,7 @@ def test_offroad_on_known_road():
     raw = straight_road([(50, -2, 0, 0), (80, -3.5, 0, 0), (110, 2.9, 0, 0), (140, 6.0, 0.3, 0)])
     sc = build_scenario(raw, cfg)
     st_ = env.reset(sc, jax.random.PRNGKey(0), jnp.zeros(10), cfg)
-    off = np.asarray(env._offroad(st_.xy, st_.yaw, sc, cfg))[:4]
+    off = np.asarray(env.is_offroad(st_.xy, st_.yaw, sc, cfg))[:4]
     np.testing.assert_array_equal(off, [False, True, False, True])
 
 

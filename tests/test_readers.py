@@ -13,7 +13,7 @@ import pytest
 
 from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config
 from cp_jax.scenarios.readers import common, gpudrive_json
-from cp_jax.sim import env, types
+from cp_jax.sim import conditions, env, types
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -330,3 +330,30 @@ def test_scene_files_are_sorted_by_name_and_sliced(tmp_path):
         scene_files(str(tmp_path), "*.json", "3:")
     with pytest.raises(ValueError, match="not a folder"):
         scene_files(str(tmp_path / "missing"), "*.json")
+
+
+def test_an_object_without_a_lane_route_drives_its_logged_path_under_idm():
+    """No lane route (a lane change, a parking lot): the builder routes a moving controllable object
+    along its logged path, so an IDM-controlled one drives that path at IDM's own speed instead of
+    replaying its log; a parked one (< 2 m of log) gets no route and keeps replaying."""
+    from tests.worlds import straight_road
+
+    raw = straight_road([(10.0, -2.0, 0.0, 3.0), (60.0, -2.0, 0.0, 0.0)], steps=31)
+    raw.routes[0], raw.routes[1] = [], []
+    cfg = types.SimConfig(max_agents=4, max_road_segments=256, max_lanes=4, obs_road=16, log_steps=31,
+                          episode_steps=30)
+    sc = build_scenario(raw, cfg)
+    n = int(sc.route_len[0])
+    assert n >= 2 and int(sc.route_len[1]) == 0
+    pts = np.asarray(sc.route_xy[0, :n])
+    assert np.allclose(pts[:, 1], -2.0, atol=1e-4) and pts[0, 0] == pytest.approx(10.0)
+    assert pts[-1, 0] == pytest.approx(raw.goal[0, 0] + 30.0, abs=cfg.route_spacing)  # drives through the goal
+    assert (np.asarray(sc.route_lane[0, :n]) == -1).all()
+    ctrl = np.array([types.IDM, types.IDM, types.LOG, types.LOG])
+    s = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), cfg, ctrl)
+    for _ in range(20):
+        s, _ = env.step(s, np.zeros(cfg.max_agents, np.int32), sc, types.default_params(), cfg)
+    xy = np.asarray(s.xy)
+    assert xy[0, 0] > float(sc.log_xy[0, 20, 0]) + 1.0  # IDM speeds up past the 3 m/s log
+    assert abs(xy[0, 1] + 2.0) < 1e-3  # on the logged path
+    assert np.allclose(xy[1], np.asarray(sc.log_xy[1, 20]), atol=1e-5)  # the parked car stays

@@ -8,19 +8,29 @@
   `launch.make_splits` (interactive.csv, random.csv). Pairs name scenes by id and egos by object
   index; every pair is checked against the built scene (the scene exists, the ego is a valid,
   controllable vehicle at t = 0), errors name the manifest and the pair.
+
+Before episodes run, `for_policies` gives the bank the observation the policies were trained with
+(each cell's road list cut to their obs_road; a bank built with another road index is refused), and
+`drivable` drops the pairs no driver could complete cleanly, by the simulator's own off-road rule
+on the ego's logged boxes: its start pose is off the road, or its logged path leaves the road within
+the episode. They are reported apart (`Excluded`), with the pairs whose ego has no route (an IDM ego
+there replays its log: a cache built before routes along logged paths).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
 from typing import NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.scenarios import splits as splits_lib
-from cp_jax.sim import types
+from cp_jax.sim import env, types
 from cp_jax.sim.types import Scenario, SimConfig
 
 SPLITS = ("interactive", "random")
@@ -95,3 +105,86 @@ def _check_egos(bank: Scenario, sp: SplitPairs, path: str) -> None:
         if not ok:
             raise ValueError(f"{path}: pair ({p.scene_id}, ego {p.ego}): not a valid controllable vehicle at t=0 "
                              "in the converted scene (was the scene truncated to fewer objects?)")
+
+
+# ----------------------------------------------------------------------------------------------
+# The bank as the policies see it, and the pairs a driver can complete
+
+
+def for_policies(st: Suite, cfg: SimConfig) -> Suite:
+    """st with its bank cut to cfg's observation (`episodes.bench_config`: the policies' obs_road,
+    grid_size): each cell's nearest-first road list keeps its first cfg.obs_road entries, so a policy
+    trained with 64 road segments sees 64 on a cache built with 128. Raises ValueError when the bank
+    holds fewer entries or another road index than cfg needs."""
+    for name in ("grid_size", "cell_edges", "cell_lanes"):
+        if getattr(st.cfg, name) != getattr(cfg, name):
+            raise ValueError(f"the scenes were built with SimConfig.{name}={getattr(st.cfg, name)}, the policies "
+                             f"need {getattr(cfg, name)} (rebuild the scene cache with their value)")
+    have = st.bank.cell_road.shape[-1]
+    if have < cfg.obs_road:
+        raise ValueError(f"the scenes were built with obs_road={have}, the policies observe {cfg.obs_road} road "
+                         "segments (rebuild the scene cache with --obs_road >= theirs)")
+    bank = st.bank.replace(cell_road=st.bank.cell_road[..., : cfg.obs_road])
+    return st._replace(bank=bank, cfg=dataclasses.replace(st.cfg, obs_road=cfg.obs_road))
+
+
+EXCLUSIONS = ("start_offroad", "log_offroad")  # why a pair is not drivable, first reason first
+
+
+class Excluded(NamedTuple):
+    """What `drivable` set apart in one split."""
+
+    pairs: int  # pairs before
+    reasons: dict[str, list]  # reason -> [splits.Pair]
+    no_route: list  # kept pairs whose ego has no route (an IDM ego replays its log)
+
+    def line(self, split: str) -> str:
+        gone = sum(len(v) for v in self.reasons.values())
+        parts = [f"{len(v)} {k.replace('_', ' ')}" for k, v in self.reasons.items() if v]
+        text = f"split {split}: {self.pairs - gone} of {self.pairs} pairs drivable"
+        text += f" ({', '.join(parts)} excluded)" if parts else ""
+        if self.no_route:
+            text += f"; {len(self.no_route)} egos have no route (an IDM ego replays its log: rebuild the cache)"
+        return text
+
+    def to_json(self) -> dict:
+        def ids(ps):
+            return [[p.scene_id, int(p.ego)] for p in ps]
+
+        return dict(pairs=self.pairs, excluded={k: ids(v) for k, v in self.reasons.items()},
+                    no_route=ids(self.no_route))
+
+
+@functools.partial(jax.jit, static_argnames="cfg")
+def ego_log_checks(bank: Scenario, scene: jax.Array, ego: jax.Array, cfg: SimConfig) -> dict[str, jax.Array]:
+    """Per pair [P] bool, from the ego's logged boxes over steps 0..cfg.episode_steps (valid ones) by
+    the simulator's off-road rule: start_offroad (at t = 0), log_offroad (at any later step), route
+    (the ego has a route, so an IDM ego drives it)."""
+    t = cfg.episode_steps + 1
+
+    def one(s, e):
+        sc = env.take_scenario(bank, s)
+        valid = sc.log_valid[e, :t]
+        off = env.is_offroad(sc.log_xy[e, :t], sc.log_yaw[e, :t], sc, cfg, jnp.full((t,), e)) & valid
+        return dict(start_offroad=off[0], log_offroad=jnp.any(off[1:]), route=sc.route_len[e] >= 2)
+
+    return jax.vmap(one)(scene, ego)
+
+
+def drivable(st: Suite, cfg: SimConfig) -> tuple[Suite, dict[str, Excluded]]:
+    """st with every split cut to its drivable pairs (module docstring), and per split what was set apart."""
+    out, excluded = {}, {}
+    for name, sp in st.splits.items():
+        if not len(sp.pairs):
+            out[name], excluded[name] = sp, Excluded(0, {k: [] for k in EXCLUSIONS}, [])
+            continue
+        flags = jax.device_get(ego_log_checks(st.bank, jnp.asarray(sp.scene), jnp.asarray(sp.ego), cfg))
+        reason = np.where(flags["start_offroad"], 0, np.where(flags["log_offroad"], 1, -1))
+        keep = reason < 0
+        excluded[name] = Excluded(
+            len(sp.pairs), {k: [p for p, r in zip(sp.pairs, reason, strict=True) if r == i]
+                            for i, k in enumerate(EXCLUSIONS)},
+            [p for p, k, r in zip(sp.pairs, keep, flags["route"], strict=True) if k and not r])
+        out[name] = sp._replace(pairs=[p for p, k in zip(sp.pairs, keep, strict=True) if k],
+                                scene=sp.scene[keep], ego=sp.ego[keep])
+    return st._replace(splits=out), excluded

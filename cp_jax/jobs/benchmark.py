@@ -5,7 +5,9 @@ then the summary, the tables and the figures (launch.evaluate, the main job and 
 
 Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
-(Tables I, III, IV), timing.json, and fig_*.png (Fig.-3-style, first two policies side by side).
+(Tables I, III, IV), pairs.json (per split, the pairs set apart as not drivable and the egos without
+a route: `cp_jax.bench.suite.drivable`), timing.json, and fig_*.png (Fig.-3-style, first two
+policies side by side).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from cp_jax.bench import episodes, figures, report
+from cp_jax.bench import episodes, figures, report, suite
 from cp_jax.sim import conditions, env
 
 
@@ -32,9 +34,12 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
     st = bench.suite([*egos, *traffic.values()])
     cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
+    st, excluded = suite.drivable(suite.for_policies(st, cfg), cfg)
     for name in splits:
         sp = st.splits[name]
-        print(f"split {name}: {len(sp.pairs)} pairs" + (f" ({sp.warning})" if sp.warning else ""))
+        print(excluded[name].line(name) + (f" ({sp.warning})" if sp.warning else ""))
+    with open(os.path.join(out, "pairs.json"), "w") as f:
+        json.dump({name: excluded[name].to_json() for name in splits}, f)
     t_scenes = time.time() - t0
 
     jobs = [(e, s, style, r, seed) for e in egos for s in splits for style in ego_styles
@@ -60,7 +65,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     report.write_summary(summary, os.path.join(out, "summary.json"), os.path.join(out, "summary.csv"))
     tables = [report.table_i(records, regimes, s) for s in ego_styles]
     tables += [report.table_iii(records, egos[0].name), report.table_iv(summary)]
-    text = "\n\n".join(tables) + "\n"
+    pairs_note = "\n".join(f"- {excluded[name].line(name)}" for name in splits)
+    text = "\n\n".join([pairs_note, *tables]) + "\n"
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write(text)
     print(text)

@@ -84,11 +84,41 @@ def resample_route(raw: RawScene, lanes: list[int], start: np.ndarray, goal: np.
     xy = np.stack([np.interp(q, s, line[:, 0]), np.interp(q, s, line[:, 1])], -1)
     seg_idx = np.clip(np.searchsorted(s, q, side="right") - 1, 0, len(line) - 2)
     lane = np.where(q >= s[-1], lane_of[-1], lane_of[seg_idx + 1])
+    return _pad_route(xy, lane, cfg)
+
+
+def _pad_route(xy: np.ndarray, lane: np.ndarray, cfg):
+    n = len(xy)
     out_xy = np.zeros((cfg.max_route_points, 2))
     out_lane = np.full(cfg.max_route_points, -1)
     out_xy[:n], out_lane[:n] = xy, lane
     out_xy[n:] = xy[-1]
     return out_xy, out_lane, n
+
+
+LOG_ROUTE_MIN_TRAVEL = 2.0  # m: an object whose log moves less is parked, and keeps replaying it
+
+
+def log_route(xy: np.ndarray, yaw_last: float, cfg):
+    """A route along an object's logged path (its valid positions xy [m, 2], in time order) + 30 m
+    along its last heading, for an object the lane graph gives no route (a lane change, a parking
+    lot, a missing lane link): IDM then drives the logged path at its own speed. Points every
+    cfg.route_spacing m, lane -1 (no traffic light is read on it). Returns (xy [R, 2], lane [R],
+    n_valid), n_valid 0 when the log travels < LOG_ROUTE_MIN_TRAVEL m."""
+    xy = np.asarray(xy, np.float64)
+    if len(xy) < 2 or np.linalg.norm(xy[-1] - xy[0]) < LOG_ROUTE_MIN_TRAVEL:
+        return np.zeros((cfg.max_route_points, 2)), np.full(cfg.max_route_points, -1), 0
+    keep = [0]  # drop the jitter of a stopped car: points < 0.5 m from the last kept one
+    for i in range(1, len(xy)):
+        if np.linalg.norm(xy[i] - xy[keep[-1]]) >= 0.5:
+            keep.append(i)
+    line = xy[keep]
+    line = np.concatenate([line, line[-1:] + 30.0 * np.array([[np.cos(yaw_last), np.sin(yaw_last)]])])
+    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(line, axis=0), axis=1))])
+    n = int(min(cfg.max_route_points, np.floor(s[-1] / cfg.route_spacing) + 1))
+    q = cfg.route_spacing * np.arange(n)
+    route = np.stack([np.interp(q, s, line[:, 0]), np.interp(q, s, line[:, 1])], -1)
+    return _pad_route(route, np.full(n, -1), cfg)
 
 
 def _check_shapes(raw: RawScene) -> None:
@@ -207,12 +237,16 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
     route_lane = np.full((a_max, cfg.max_route_points), -1, np.int32)
     route_len = np.zeros(a_max, np.int32)
     for i, lanes in enumerate(raw.routes):
-        if not lanes:
-            continue
         if any(not 0 <= j < n_lanes for j in lanes):
             _fail(raw, "routes", f"object {i} route names a lane out of range")
-        first_t = int(np.argmax(valid[i])) if valid[i].any() else 0
-        xy, lane, m = resample_route(raw, lanes, raw.log_xy[i, first_t], raw.goal[i], cfg)
+        if lanes:
+            first_t = int(np.argmax(valid[i])) if valid[i].any() else 0
+            xy, lane, m = resample_route(raw, lanes, raw.log_xy[i, first_t], raw.goal[i], cfg)
+        elif raw.controllable[i] and valid[i].any():
+            steps = np.flatnonzero(valid[i])
+            xy, lane, m = log_route(raw.log_xy[i, steps], float(raw.log_yaw[i, steps[-1]]), cfg)
+        else:
+            continue
         route_xy[i], route_lane[i], route_len[i] = xy, lane, m
 
     priority = np.zeros(n, np.int32) if raw.priority is None else np.asarray(raw.priority)

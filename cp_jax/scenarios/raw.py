@@ -37,7 +37,8 @@ class RawScene:
     obj_type: np.ndarray  # [N] int, OBJECT_TYPES id
     goal: np.ndarray  # [N, 2]
     controllable: np.ndarray  # [N] bool
-    routes: list[list[int]]  # per object, lane ids start -> goal along the lane graph ([] if none)
+    routes: list[list[int]]  # per object, lane ids start -> goal along the lane graph ([]: none; the
+    # builder then routes a controllable object along its logged path, `builder.log_route`)
     priority: np.ndarray | None = None  # [N] int, lower = right of way; None -> zeros
     tl_state: np.ndarray | None = None  # [n_lanes, T] int TL_* per lane; None -> no lights
     sdc: int = 0

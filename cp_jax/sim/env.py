@@ -120,7 +120,7 @@ def _actions(action: jax.Array, params: SimParams, cfg: SimConfig):
     return accel, steer
 
 
-def _offroad(xy, yaw, scenario: Scenario, cfg: SimConfig, rows: jax.Array | None = None) -> jax.Array:
+def is_offroad(xy, yaw, scenario: Scenario, cfg: SimConfig, rows: jax.Array | None = None) -> jax.Array:
     """[A] bool: any box corner of the agent is beyond a road edge. Pedestrians are exempt.
 
     With rows [C] (agent indices), xy [C, 2] and yaw [C] are those agents' poses -> [C]."""
@@ -165,7 +165,8 @@ def step(
     c_xy, c_yaw, c_v = controllers.constant_velocity(state, cfg.dt)
     has_route = scenario.route_len >= 2
     is_policy = (ctrl == types.POLICY) | (ctrl == types.OTHER_POLICY)
-    # IDM needs a lane route: without one (or with IDM compiled out) the agent replays its log.
+    # IDM needs a route (built from lanes, else from the agent's logged path): an agent without one (a
+    # parked car) or with IDM compiled out replays its log.
     is_log = (ctrl == types.LOG) | ((ctrl == types.IDM) & (~has_route | (not cfg.enable_idm)))
     pick = lambda p, lg, c: jnp.where(  # noqa: E731
         _bcast(is_policy, p), p, jnp.where(_bcast(is_log, lg), lg, c)
@@ -206,7 +207,7 @@ def step(
         # (one pass over the [A, A] matrix; argmax's variadic reduce is much slower on XLA:CPU).
         partner = jnp.max(jnp.where(overlap, jnp.arange(cfg.max_agents, dtype=jnp.int32), -1), -1)
         collided = partner >= 0
-        offroad = _offroad(xy, yaw, scenario, cfg) & alive
+        offroad = is_offroad(xy, yaw, scenario, cfg) & alive
         heading_err, lateral, _, on_lane = geometry.lane_frame(xy, yaw, scenario, cfg)
         lane = reward_lib.Kinematics(heading_err=heading_err, lateral=lateral, on_lane=on_lane, **kin)
         rew = reward_lib.reward(state.cond, lane, collided, offroad, first_goal, cfg.dt)
@@ -258,7 +259,7 @@ def _row_events(state: SimState, xy, yaw, alive, kin: dict, first_goal, scenario
     r_xy, r_yaw, r_alive = xy[rows], yaw[rows], alive[rows]
     overlap = geometry.overlap_rows(xy, yaw, scenario.size, rows) & r_alive[:, None] & alive[None, :]  # [C, A]
     partner = jnp.max(jnp.where(overlap, jnp.arange(a, dtype=jnp.int32), -1), -1)  # [C]
-    offroad = _offroad(r_xy, r_yaw, scenario, cfg, rows) & r_alive
+    offroad = is_offroad(r_xy, r_yaw, scenario, cfg, rows) & r_alive
     heading_err, lateral, _, on_lane = geometry.lane_frame(r_xy, r_yaw, scenario, cfg)
     lane = reward_lib.Kinematics(
         heading_err=heading_err, lateral=lateral, on_lane=on_lane, **{k: v[rows] for k, v in kin.items()}

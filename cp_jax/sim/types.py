@@ -153,7 +153,7 @@ class Scenario:
     sdc: jax.Array  # [] int32 index of the self-driving car (ego by default)
     # Routes along the lane graph, resampled every route_spacing metres (for IDM).
     route_xy: jax.Array  # [A, R, 2]
-    route_lane: jax.Array  # [A, R] int32
+    route_lane: jax.Array  # [A, R] int32 lane of each point; -1 on a route built from the logged path
     route_len: jax.Array  # [A] int32 number of valid route points
     priority: jax.Array  # [A] int32, lower = right of way (IDM yielding)
     # Spatial index, built once per scene (cp_jax.sim.geometry.build_road_index).
