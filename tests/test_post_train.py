@@ -37,7 +37,8 @@ def anchor(tmp_path_factory):
 
 
 def _run(experiment, workdir, anchor, cache, extra=(), kill_at=None):
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    # Its rounds run long enough that XLA's optimisations pay for themselves (tests/conftest.py).
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, JAX_DISABLE_MOST_OPTIMIZATIONS="0")
     env.pop(FAULT_ENV, None)
     if kill_at is not None:
         env[FAULT_ENV] = str(kill_at)
