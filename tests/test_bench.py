@@ -200,7 +200,8 @@ def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them
                          timeout=900)
     assert res.returncode == 0, res.stderr[-3000:]
     again = (tmp_path / "again" / "episodes.jsonl").read_text().splitlines()
-    assert again and again == [x for x in lines if json.loads(x)["policy"] == "idm" and json.loads(x)["regime"] == "idm"]
+    idm_rows = [x for x in lines if json.loads(x)["policy"] == "idm" and json.loads(x)["regime"] == "idm"]
+    assert again and again == idm_rows
 
 
 def test_launch_evaluate_rejects_bad_flags_before_work(tmp_path):
