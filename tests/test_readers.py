@@ -357,3 +357,25 @@ def test_an_object_without_a_lane_route_drives_its_logged_path_under_idm():
     assert xy[0, 0] > float(sc.log_xy[0, 20, 0]) + 1.0  # IDM speeds up past the 3 m/s log
     assert abs(xy[0, 1] + 2.0) < 1e-3  # on the logged path
     assert np.allclose(xy[1], np.asarray(sc.log_xy[1, 20]), atol=1e-5)  # the parked car stays
+
+
+def test_scene_statistics_measure_what_they_say():
+    """Known starts on the straight road (lanes at y = -2 / +2, edges at +-4, lane spacing 4 m)."""
+    from cp_jax.scenarios import stats
+    from tests.worlds import straight_road
+
+    raw = straight_road([(10.0, -2.5, 0.0, 5.0), (30.0, -2.0, 0.1, 12.0), (190.0, 2.0, np.pi, 0.0)], steps=31)
+    cfg = types.SimConfig(max_agents=4, max_road_segments=256, max_lanes=4, obs_road=16, log_steps=31,
+                          episode_steps=30)
+    bank = env.stack_scenarios([build_scenario(raw, cfg)])
+    s = stats.scene_statistics(bank, cfg)
+    # Drivers: the two moving cars (the third is parked: its goal is its start).
+    assert len(s["start_speed"]) == 2 and np.allclose(sorted(s["start_speed"]), [5.0, 12.0], atol=1e-4)
+    np.testing.assert_allclose(sorted(s["start_offset"]), [0.0, 0.5], atol=1e-4)
+    np.testing.assert_allclose(sorted(s["start_heading_error"]), [0.0, np.degrees(0.1)], atol=1e-3)
+    assert np.all(s["path_curvature"] < 1e-3)  # straight logs
+    assert s["density"].tolist() == [1.0, 1.0]  # each other, 20 m apart (the parked car is 160 m away)
+    assert s["edge_clearance"].min() == pytest.approx(4.0 - 2.5 - 1.0, abs=0.05)  # half width 1 m
+    assert np.nanmedian(s["lane_width"]) == pytest.approx(4.0, abs=1e-3)
+    q = stats.summarise(s)
+    assert q["start_speed"]["n"] == 2 and q["start_speed"]["p50"] == pytest.approx(8.5, abs=1e-3)

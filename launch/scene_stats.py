@@ -1,0 +1,43 @@
+"""Scene statistics side by side: what a driving policy depends on, per scene set (cp_jax/jobs/scene_stats.py).
+
+    python -m launch.scene_stats --procedural=112 --cache="real (validation)=runs/real_val" --out=runs/stats
+
+--procedural=N: the anchor's N training scenes (procedural seeds 0..). --cache=name=folder (repeatable):
+a converted scene cache. Writes scene_stats.json and scene_stats.png into --out.
+"""
+
+from __future__ import annotations
+
+from absl import app, flags
+
+flags.DEFINE_integer("procedural", 112, "procedural training scenes to include (0: none)", lower_bound=0)
+flags.DEFINE_multi_string("cache", [], "name=folder of a converted scene cache (repeatable)")
+flags.DEFINE_string("out", None, "output folder")
+flags.DEFINE_string("cache_dir", "~/.cache/cp_jax/scenes", "procedural scene cache")
+FLAGS = flags.FLAGS
+
+
+def main(_):
+    from cp_jax.jobs.scene_stats import scene_stats
+
+    sets = {}
+    if FLAGS.procedural:
+        sets[f"procedural ({FLAGS.procedural} training scenes)"] = ("procedural", FLAGS.procedural)
+    for spec in FLAGS.cache:
+        name, _, folder = spec.rpartition("=")
+        sets[name or folder] = ("cache", folder)
+    if not sets:
+        raise app.UsageError("give --procedural > 0 or at least one --cache")
+    try:
+        summary = scene_stats(sets, FLAGS.out, cache_dir=FLAGS.cache_dir)
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
+    for stat in next(iter(summary.values())):
+        print(f"{stat:22s} " + "  ".join(f"{name}: p50 {s[stat]['p50']:.2f} p90 {s[stat]['p90']:.2f}"
+                                         for name, s in summary.items()))
+    print(f"wrote {FLAGS.out}/scene_stats.json, scene_stats.png")
+
+
+if __name__ == "__main__":
+    flags.mark_flag_as_required("out")
+    app.run(main)
