@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cp_jax.scenarios.builder import SceneError, build_scenario
-from cp_jax.sim import conditions, env, types
+from cp_jax.sim import conditions, env, geometry, types
 from tests.worlds import small_config, straight_road
 
 CFG = small_config()
@@ -253,9 +253,12 @@ def test_idm_brakes_smoothly_to_the_route_end_whatever_the_heading():
 
 
 def test_idm_without_route_replays_its_log():
+    """(The builder gives every moving controllable object a route, from its lanes or its logged path:
+    tests/test_readers.py; a parked one has none.)"""
     raw = straight_road([(20, -2, 0, 5.0)], goals=[(150, -2)])
-    raw.routes = [[]]
-    sc, s0 = _reset(raw, controller=jnp.full((CFG.max_agents,), types.IDM))
+    sc = build_scenario(raw, CFG)
+    sc = sc.replace(route_len=jnp.zeros_like(sc.route_len))
+    s0 = env.reset(sc, jax.random.PRNGKey(0), conditions.style("normal"), CFG, jnp.full((CFG.max_agents,), types.IDM))
     fs, _ = roll(const_policy(KEEP), None, s0, sc, PARAMS, CFG, 20)
     np.testing.assert_allclose(np.asarray(fs.xy[0]), raw.log_xy[0, 20], atol=1e-4)
 
@@ -375,3 +378,30 @@ def test_braking_stops_and_holds_without_a_reverse_gear():
     assert float(s_go.speed[0]) == pytest.approx(0.1 * 0.3 * 4.0 / 3.0, rel=1e-4)
     _, tr_r = roll(brake, None, s0, sc, PARAMS, CFG, 30)
     assert float(tr_r.state.speed[-1, 0]) < -1.0
+
+
+def test_perturbed_starts_stay_on_the_road_apart_and_within_their_bounds():
+    """Start noise moves only policy agents, within the offset / heading / speed bounds; a move that
+    would leave the road or touch another box is undone (a 3.5 m offset on an 8 m road undoes many)."""
+    starts = [(10.0 + 12.0 * i, -2.0 if i % 2 else 2.0, 0.0 if i % 2 else np.pi, 5.0) for i in range(6)]
+    raw = straight_road(starts, length=120.0)
+    ctrl = jnp.array([types.POLICY] * 5 + [types.LOG] + [types.LOG] * (CFG.max_agents - 6))
+    sc, s0 = _reset(raw, controller=ctrl)
+    moved = []
+    for seed in range(8):
+        s = env.perturb_start(s0, sc, jax.random.PRNGKey(seed), 3.5, np.radians(5.0), 2.0, CFG)
+        d = np.asarray(s.xy - s0.xy)
+        assert np.allclose(d[5:], 0.0) and np.allclose(np.asarray(s.speed[5:]), np.asarray(s0.speed[5:]))
+        lateral = np.abs(d[:, 0] * -np.sin(np.asarray(s0.yaw)) + d[:, 1] * np.cos(np.asarray(s0.yaw)))
+        assert (lateral <= 3.5 + 1e-5).all() and np.allclose(np.hypot(*d.T), lateral, atol=1e-4)  # sideways only
+        assert (np.abs(np.asarray(s.yaw - s0.yaw)) <= np.radians(5.0) + 1e-6).all()
+        ratio = np.asarray(s.speed[:5] / s0.speed[:5])
+        assert ((ratio >= 1.0 - 1e-6) & (ratio <= 2.0 + 1e-6)).all()
+        alive = np.asarray(s.alive)
+        assert not np.asarray(env.is_offroad(s.xy, s.yaw, sc, CFG))[alive].any()
+        assert not np.asarray(geometry.overlap_matrix(s.xy, s.yaw, sc.size))[np.ix_(alive, alive)].any()
+        moved.append(lateral[:5] > 1e-3)
+    moved = np.array(moved)
+    assert 0 < moved.mean() < 1  # some moves kept, some undone
+    same = env.perturb_start(s0, sc, jax.random.PRNGKey(0), 0.0, 0.0, 1.0, CFG)
+    assert all(bool(jnp.all(a == b)) for a, b in zip(jax.tree.leaves(same), jax.tree.leaves(s0), strict=True))

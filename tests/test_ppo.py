@@ -419,3 +419,18 @@ def test_collision_gain_charges_a_collision_by_the_condition():
     assert float(fixed.collision_gain) == 0.0 and float(fixed.comfort_scale) == 1.0
     with pytest.raises(ValueError, match="collision_gain"):
         shaping.make(collision_gain=-1.0)
+
+
+def test_start_noise_moves_only_fresh_policy_starts():
+    """PPOConfig's start noise reaches the envs' fresh episodes (the same scenes, conditions and keys)."""
+    bank = _bank()
+    plain, idx = ppo.reset_envs(jax.random.PRNGKey(4), bank, _cfg(num_envs=4), SIM)
+    noisy, idx2 = ppo.reset_envs(jax.random.PRNGKey(4), bank, _cfg(num_envs=4, start_offset=1.0,
+                                                                  start_speed_scale=1.5), SIM)
+    assert (np.asarray(idx) == np.asarray(idx2)).all() and (np.asarray(plain.key) == np.asarray(noisy.key)).all()
+    policy = np.asarray(plain.controller == types.POLICY) & np.asarray(plain.alive)
+    moved = np.abs(np.asarray(noisy.xy - plain.xy)).sum(-1) > 1e-4
+    assert moved.any() and not moved[~policy].any()
+    assert (np.asarray(noisy.speed)[policy] >= np.asarray(plain.speed)[policy] - 1e-6).all()
+    with pytest.raises(ValueError, match="start_speed_scale"):
+        _cfg(start_speed_scale=0.5).validate(SIM)

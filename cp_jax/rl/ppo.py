@@ -94,6 +94,12 @@ class PPOConfig:
     # SPICED-style human regularisation: + bc_coef x NLL of logged (tracked) actions on a batch
     # passed to `update` (cp_jax.rl.bc labels), in every minibatch step.
     bc_coef: float = 0.0
+    # Start noise (`env.perturb_start`): each policy agent's episode starts up to start_offset m beside
+    # its logged start, up to start_heading_deg askew and at 1 .. start_speed_scale x its logged speed
+    # (real drivers start off the centreline and faster than procedural logs; 0, 0, 1: off).
+    start_offset: float = 0.0
+    start_heading_deg: float = 0.0
+    start_speed_scale: float = 1.0
 
     def validate(self, sim: SimConfig) -> None:
         """Raise ValueError naming the field for inconsistent settings."""
@@ -128,6 +134,9 @@ class PPOConfig:
             raise ValueError(f"PPOConfig.bc_coef must be >= 0, got {self.bc_coef}")
         if not 0.0 <= self.opponent_frac < 1.0:
             raise ValueError(f"PPOConfig.opponent_frac must be in [0, 1), got {self.opponent_frac}")
+        if self.start_offset < 0.0 or self.start_heading_deg < 0.0 or self.start_speed_scale < 1.0:
+            raise ValueError("PPOConfig.start_offset, start_heading_deg must be >= 0 and start_speed_scale >= 1, got "
+                             f"{self.start_offset}, {self.start_heading_deg}, {self.start_speed_scale}")
         if not (0.0 <= self.log_frac and self.opponent_frac + self.log_frac < 1.0):
             raise ValueError(f"PPOConfig.log_frac must be >= 0 with opponent_frac + log_frac < 1, got {self.log_frac}")
         if not 0.0 <= self.style_frac <= 1.0:
@@ -213,10 +222,17 @@ def episode_controllers(key: jax.Array, cfg: PPOConfig, sim: SimConfig) -> jax.A
     return ids[jnp.searchsorted(edges, u, side="right")]
 
 
-def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller, sim: SimConfig) -> SimState:
+def _reset_batch(scenes: Scenario, keys: jax.Array, cond: jax.Array, controller, sim: SimConfig,
+                 cfg: PPOConfig) -> SimState:
     if controller is None:
-        return jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, keys, cond)
-    return jax.vmap(lambda sc, k, c, ctrl: env.reset(sc, k, c, sim, ctrl))(scenes, keys, cond, controller)
+        state = jax.vmap(lambda sc, k, c: env.reset(sc, k, c, sim))(scenes, keys, cond)
+    else:
+        state = jax.vmap(lambda sc, k, c, ctrl: env.reset(sc, k, c, sim, ctrl))(scenes, keys, cond, controller)
+    if (cfg.start_offset, cfg.start_heading_deg, cfg.start_speed_scale) == (0.0, 0.0, 1.0):
+        return state
+    noise = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)  # the episode's own key stream is unchanged
+    return jax.vmap(lambda s, sc, k: env.perturb_start(s, sc, k, cfg.start_offset, np.radians(cfg.start_heading_deg),
+                                                       cfg.start_speed_scale, sim))(state, scenes, noise)
 
 
 def take_scenes(bank: Scenario, idx: jax.Array, cfg: PPOConfig) -> Scenario:
@@ -236,7 +252,7 @@ def reset_envs(key: jax.Array, bank: Scenario, cfg: PPOConfig, sim: SimConfig):
         k_env, k_ctrl = jax.random.split(k_env)
         controller = episode_controllers(k_ctrl, cfg, sim)
     keys = jax.random.split(k_env, cfg.num_envs)
-    return _reset_batch(take_scenes(bank, idx, cfg), keys, cond, controller, sim), idx
+    return _reset_batch(take_scenes(bank, idx, cfg), keys, cond, controller, sim, cfg), idx
 
 
 def init(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Array, bank: Scenario,
@@ -357,7 +373,7 @@ def make_rollout(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, para
         if mixed_traffic(cfg):
             k_env, k_ctrl = jax.random.split(k_env)
             controller = episode_controllers(k_ctrl, cfg, sim)
-        fresh = _reset_batch(scenes, jax.random.split(k_env, cfg.num_envs), cond, controller, sim)
+        fresh = _reset_batch(scenes, jax.random.split(k_env, cfg.num_envs), cond, controller, sim, cfg)
         return jax.tree.map(lambda f, s: jnp.where(done.reshape(done.shape + (1,) * (s.ndim - 1)), f, s), fresh, state)
 
     def rollout(runner: Runner, scenes: Scenario, shape_w: shaping.Shaping, opponent=None):

@@ -20,8 +20,8 @@ from cp_jax.sim.observation import observe, observe_agents
 from cp_jax.sim.types import INF_T, Obs, Scenario, SimConfig, SimParams, SimState, StepOut
 
 __all__ = [
-    "reset", "step", "observe", "observe_agents", "rollout", "policy_step", "Act", "Trajectory", "stack_states",
-    "rollout_rows", "replay_log", "default_controllers", "set_controllers",
+    "reset", "perturb_start", "step", "observe", "observe_agents", "rollout", "policy_step", "Act", "Trajectory",
+    "stack_states", "rollout_rows", "replay_log", "default_controllers", "set_controllers",
     "stack_scenarios", "take_scenario", "auto_reset",
 ]
 
@@ -86,6 +86,32 @@ def reset(
         ctrl_rows=ctrl_rows,
         key=key,
     )
+
+
+def perturb_start(state: SimState, scenario: Scenario, key: jax.Array, offset: float, heading: float,
+                  speed_scale: float, cfg: SimConfig) -> SimState:
+    """A fresh state (`reset`) with every POLICY agent's start moved sideways by U(-offset, offset) m,
+    turned by U(-heading, heading) rad and its speed scaled by U(1, speed_scale): starts off the
+    centreline, askew and faster, as real drivers start. An agent whose moved box would be off the
+    road or overlap another agent's box (moved or not) keeps its logged start. [A] everywhere."""
+    a = cfg.max_agents
+    k_off, k_yaw, k_speed = jax.random.split(key, 3)
+    move = (state.controller == types.POLICY) & state.alive
+    side = jax.random.uniform(k_off, (a,), minval=-1.0, maxval=1.0) * offset
+    normal = jnp.stack([-jnp.sin(state.yaw), jnp.cos(state.yaw)], -1)
+    xy = jnp.where(move[:, None], state.xy + side[:, None] * normal, state.xy)
+    yaw = jnp.where(move, state.yaw + jax.random.uniform(k_yaw, (a,), minval=-1.0, maxval=1.0) * heading, state.yaw)
+    both_xy, both_yaw = jnp.concatenate([xy, state.xy]), jnp.concatenate([yaw, state.yaw])
+    both_size = jnp.concatenate([scenario.size, scenario.size])
+    hits = geometry.overlap_matrix(both_xy, both_yaw, both_size)[:a]  # new boxes vs new and logged boxes
+    others = state.alive & ~jnp.eye(a, dtype=bool)
+    crowded = jnp.any(hits[:, :a] & others, -1) | jnp.any(hits[:, a:] & others, -1)
+    keep = move & ~crowded & ~is_offroad(xy, yaw, scenario, cfg)
+    xy = jnp.where(keep[:, None], xy, state.xy)
+    yaw = jnp.where(keep, yaw, state.yaw)
+    scale = jax.random.uniform(k_speed, (a,), minval=1.0, maxval=speed_scale)
+    return state.replace(xy=xy, yaw=yaw, speed=jnp.where(move, state.speed * scale, state.speed),
+                         route_s=controllers.project_on_route(scenario, xy, cfg))
 
 
 def set_controllers(state: SimState, controller: jax.Array, cfg: SimConfig) -> SimState:
