@@ -13,12 +13,14 @@ from absl import app, flags
 flags.DEFINE_integer("procedural", 112, "procedural training scenes to include (0: none)", lower_bound=0)
 flags.DEFINE_multi_string("cache", [], "name=folder of a converted scene cache (repeatable)")
 flags.DEFINE_string("out", None, "output folder")
+flags.DEFINE_string("policy", "assets/anchors/conditioned_small", "whose SimConfig procedural scenes are built with")
 flags.DEFINE_string("cache_dir", "~/.cache/cp_jax/scenes", "procedural scene cache")
 FLAGS = flags.FLAGS
 
 
 def main(_):
     from cp_jax.jobs.scene_stats import scene_stats
+    from cp_jax.policy import saved
 
     sets = {}
     if FLAGS.procedural:
@@ -29,7 +31,7 @@ def main(_):
     if not sets:
         raise app.UsageError("give --procedural > 0 or at least one --cache")
     try:
-        summary = scene_stats(sets, FLAGS.out, cache_dir=FLAGS.cache_dir)
+        summary = scene_stats(sets, FLAGS.out, saved.load(FLAGS.policy).sim, cache_dir=FLAGS.cache_dir)
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     for stat in next(iter(summary.values())):

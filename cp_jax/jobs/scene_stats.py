@@ -3,9 +3,10 @@ and speeds, edge clearance, density, curvature, lane widths, segment lengths; cp
 for several scene sets, side by side.
 
     sets = {"procedural (training)": ("procedural", 112), "real (validation)": ("cache", "runs/real_val")}
-    summary = scene_stats(sets, out)
+    summary = scene_stats(sets, out, saved.load("assets/anchors/conditioned_small").sim)
 
-A set is ("procedural", n): the anchor's n training scenes (seeds 0.., 12 agents, its SimConfig), or
+A set is ("procedural", n): the anchor's n training scenes (seeds 0.., 12 agents, as
+experiments/anchor_small.py; built with the given SimConfig), or
 ("cache", folder): a converted scene cache (launch.build_scenes). Writes out/scene_stats.json
 ({set: {statistic: {n, mean, p10, p50, p90}}}) and out/scene_stats.png (one panel per statistic, a
 density histogram per set).
@@ -38,11 +39,9 @@ def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes"):
     raise ValueError(f"scene set kind {kind!r}: expected 'procedural' or 'cache'")
 
 
-def scene_stats(sets: dict[str, tuple], out: str, sim=None, cache_dir: str = "~/.cache/cp_jax/scenes") -> dict:
-    """{set name: summary} for sets {name: (kind, arg)} (module docstring); writes out's files."""
-    from cp_jax.policy import saved
-
-    sim = sim or saved.load("assets/anchors/conditioned_small").sim
+def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cache/cp_jax/scenes") -> dict:
+    """{set name: summary} for sets {name: (kind, arg)} (module docstring); procedural sets are built with
+    sim (the policy's SimConfig); writes out's files."""
     values = {}
     for name, (kind, arg) in sets.items():
         bank, cfg = load_set(kind, arg, sim, cache_dir)

@@ -28,10 +28,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cp_jax.scenarios.splits import MIN_GOAL_DIST  # the benchmark's ego eligibility
 from cp_jax.sim import geometry, types
 from cp_jax.sim.types import Scenario, SimConfig
 
-MIN_GOAL_DIST = 10.0  # m, as the benchmark's ego eligibility (cp_jax.scenarios.splits)
 DENSITY_RADIUS = 30.0  # m
 DRIVER_STATS = ("start_offset", "start_heading_error", "edge_clearance", "start_speed", "goal_distance", "density",
                 "path_curvature")
