@@ -23,8 +23,8 @@ NET = dataclasses.replace(networks.small(), set_width=16, trunk=(32,))
 TINY_SETTINGS = {"scenes.train": 2, "scenes.eval": 1, "scenes.agents": 3, "budget_steps": 8000, "eval.every": 2,
                  "train.ckpt_every": 2, "train.log_every": 1, "train.keep": 2, "train.progress": False}
 TINY = [f"--config.{k}={v}" for k, v in TINY_SETTINGS.items()]
-CP = ["--config.counterplay.num_envs=2", "--config.counterplay.max_failures=4", "--config.counterplay.distill_steps=2",
-      "--config.counterplay.distill_batch=16", "--config.counterplay.reg_states=1", "--config.counterplay.gate_envs=2"]
+CP_SETTINGS = {"counterplay.num_envs": 2, "counterplay.max_failures": 4, "counterplay.distill_steps": 2,
+               "counterplay.distill_batch": 16, "counterplay.reg_states": 1, "counterplay.gate_envs": 2}
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +37,9 @@ def anchor(tmp_path_factory):
 
 
 def _run(experiment, workdir, anchor, cache, extra=(), kill_at=None):
-    # Its rounds run long enough that XLA's optimisations pay for themselves (tests/conftest.py).
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, JAX_DISABLE_MOST_OPTIMIZATIONS="0")
+    # os.environ carries the session's XLA settings and compilation cache (tests/conftest.py): the
+    # command runs the programs an in-process run of the same config compiled.
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
     env.pop(FAULT_ENV, None)
     if kill_at is not None:
         env[FAULT_ENV] = str(kill_at)
@@ -65,15 +66,14 @@ def _metrics(workdir):
 
 def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     """In two scene groups (bank_groups=2, one scene each: the grouped loading and placement path;
-    tests/test_parallel.py checks that the groups stay on their devices)."""
+    tests/test_parallel.py checks that the groups stay on their devices). The uninterrupted run and the
+    resume run in-process; the killed run is the command line, SIGKILLed after round 3."""
     cache = tmp_path / "cache"
     a, b = tmp_path / "a", tmp_path / "b"
     # >= 4 rounds (the kill is at 3); the student gate is off here (in-process: tests/test_counterplay.py)
-    cp = [*CP, "--config.counterplay.bank_groups=2", "--config.budget_steps=16000",
-          "--config.counterplay.student_gate=False"]
-    r = _run("counterplay", a, anchor, cache, cp)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert "2 training scenes (this process's of 2 groups)" in r.stderr
+    settings = {**CP_SETTINGS, "counterplay.bank_groups": 2, "budget_steps": 16000,
+                "counterplay.student_gate": False}
+    post_train.post_train(_config("counterplay", anchor, cache, **settings), str(a))
     for name in ("run_info.json", "metrics.jsonl", "eval.jsonl", "post_train.json", "diagnostics.png",
                  "policy/params.msgpack"):
         assert (a / name).exists(), name
@@ -88,12 +88,14 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     # The budget charges records, branches and re-runs: more than the recorded episodes alone.
     assert all(r["round_steps"] > 0 for r in rows)
 
-    killed = _run("counterplay", b, anchor, cache, cp, kill_at=3)  # round 2's checkpoint survives
+    cli = [f"--config.{k}={v}" for k, v in settings.items()]
+    killed = _run("counterplay", b, anchor, cache, cli, kill_at=3)  # round 2's checkpoint survives
     assert killed.returncode == -9, killed.stderr[-3000:]
+    assert "2 training scenes (this process's of 2 groups)" in killed.stderr
+    assert not (b / "policy" / "params.msgpack").exists() and len(_metrics(b)) == 3
     with pytest.raises(ValueError, match="bank_groups=2"):  # ungrouped: its scene indices would mean other scenes
         post_train.post_train(_config("counterplay", anchor, cache), str(b))
-    resumed = _run("counterplay", b, anchor, cache, cp)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    post_train.post_train(_config("counterplay", anchor, cache, **settings), str(b))  # resumes from round 2
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()
     assert _metrics(a) == _metrics(b)
     assert read_jsonl(a / "eval.jsonl") == read_jsonl(b / "eval.jsonl")

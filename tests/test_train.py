@@ -12,6 +12,7 @@ import pytest
 from cp_jax.io.metrics import read_jsonl
 from cp_jax.jobs import scenes, train
 from cp_jax.jobs.loop import FAULT_ENV
+from tests.conftest import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
@@ -28,7 +29,7 @@ def _train(workdir, cache, kill_at=None, devices: int = 1, extra=(), process=Non
     # os.environ carries the session's persistent compilation cache (tests/conftest.py): a resumed or
     # repeated run loads the programs its predecessor compiled.
     env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-               XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+               XLA_FLAGS=xla_flags(devices))
     env.pop(FAULT_ENV, None)
     if kill_at is not None:
         env[FAULT_ENV] = str(kill_at)

@@ -35,7 +35,10 @@ def run(mesh, groups):
         state, anchor = (parallel.replicate(x, mesh) for x in (state, anchor))
         bank = parallel.shard_groups(bank, mesh, groups)
     round_fn = loop.make_round(net, cfg, SIM, types.default_params(), mesh)
-    hlo = round_fn.lower(state, anchor, bank).compile().as_text() if mesh is not None else ""
+    hlo = ""
+    if mesh is not None:  # the compiled program is read, then run (not compiled a second time)
+        round_fn = round_fn.lower(state, anchor, bank).compile()
+        hlo = round_fn.as_text()
     diags = []
     for _ in range(2):
         state, diag = round_fn(state, anchor, bank)

@@ -68,7 +68,10 @@ def run_groups(mesh, updates: int):
     start_x = np.asarray(parallel.local(ppo.take_scenes(bank, runner.scene_idx, cfg).log_xy[:, 0, 0, 0])
                          if mesh is None else [])
     update = ppo.make_update(net, cfg, SIM, types.default_params(), mesh=mesh)
-    hlo = update.lower(runner, bank).compile().as_text() if mesh is not None else ""
+    hlo = ""
+    if mesh is not None:  # the compiled program is read, then run (not compiled a second time)
+        update = update.lower(runner, bank).compile()
+        hlo = update.as_text()
     for _ in range(updates):
         runner, _ = update(runner, bank)
     return runner, bank, start_x, hlo
