@@ -18,15 +18,17 @@ import tempfile
 
 import pytest
 
+from tests.support import TEST_XLA_FLAGS
+
 # Tests are dominated by compiling small programs: XLA's optimisations are turned down for the whole
 # session (this process and every subprocess test inherits it), which about halves compile times; the
-# programs compute the same things, and every comparison in the suite runs both sides the same way.
+# programs compute the same things, and both sides of every comparison are compiled the same way.
 # Tests marked `optimized` run long programs (real scenes, 128 agents): they compile with XLA's
 # optimisations.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 # XLA's CPU fusion emitters off: about a third less compile time for the suite's programs at the same
-# run time (docs/measurements/tests.md). Subprocess tests add their device count to these flags (`xla_flags`).
-TEST_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+# run time (docs/measurements/tests.md); separately compiled programs then agree to float rounding
+# (tests/support.py: assert_same). Subprocess tests add their device count to these flags (xla_flags).
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {TEST_XLA_FLAGS}".strip()
 _CACHE = tempfile.mkdtemp(prefix="cp_jax_xla_cache_")
@@ -38,13 +40,6 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 # Measured per-module times, longest first (docs/measurements/tests.md); the rest keep collection order.
 LONGEST_FIRST = ("test_train.py", "test_parallel.py", "test_ppo.py", "test_bench.py", "test_post_train.py",
                  "test_counterplay.py", "test_env.py", "test_bc.py", "test_procedural.py", "test_policy.py")
-
-
-def xla_flags(devices: int) -> str:
-    """XLA_FLAGS for a subprocess test on `devices` host devices: the session's flags plus the count."""
-    flags = " ".join(f for f in os.environ.get("XLA_FLAGS", "").split()
-                     if not f.startswith("--xla_force_host_platform_device_count"))
-    return f"{flags} --xla_force_host_platform_device_count={devices}".strip()
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -10,6 +10,7 @@ import pytest
 
 from cp_jax.scenarios.builder import build_scenario
 from cp_jax.sim import conditions, env, geometry, types
+from tests.support import assert_same
 from tests.worlds import small_config, straight_road
 
 FULL = small_config()  # max_controlled None: every slot, all pairs (the reference)
@@ -56,13 +57,12 @@ def test_rows_give_the_same_rollout_for_controlled_agents():
     assert int(f_full.first_collision_t[1]) < types.INF_T and int(f_full.collision_partner[1]) == 0
     assert int(f_full.first_offroad_t[2]) < types.INF_T
     assert int(f_full.first_collision_t[3]) == int(f_full.first_offroad_t[3]) == types.INF_T
-    for name in ("xy", "yaw", "speed", "alive", "removed"):  # every agent, every step
-        np.testing.assert_array_equal(getattr(t_rows.state, name), getattr(t_full.state, name), err_msg=name)
+    for name in ("xy", "yaw", "speed", "alive", "removed"):  # every agent, every step (two programs)
+        assert_same(getattr(t_rows.state, name), getattr(t_full.state, name), err_msg=name)
     c = [1, 2, 3]
     for name in ("reward", "terminated", "truncated", "collided", "offroad", "at_goal", "active"):
-        np.testing.assert_array_equal(
-            np.asarray(getattr(t_rows.out, name))[:, c], np.asarray(getattr(t_full.out, name))[:, c], err_msg=name
-        )
+        assert_same(np.asarray(getattr(t_rows.out, name))[:, c], np.asarray(getattr(t_full.out, name))[:, c],
+                    err_msg=name)
     for name in ("goal_t", "first_collision_t", "first_offroad_t", "collision_partner"):
         np.testing.assert_array_equal(np.asarray(getattr(f_rows, name))[c], np.asarray(getattr(f_full, name))[c])
     # Unlisted (log) agents get no events and no reward: the parked car that was hit, the log pair.

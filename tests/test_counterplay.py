@@ -16,6 +16,7 @@ from cp_jax.policy import networks
 from cp_jax.scenarios.bank import make_bank
 from cp_jax.sim import conditions, env, types
 from cp_jax.sim.types import INF_T
+from tests.support import assert_same
 from tests.worlds import straight_road
 
 SIM = types.SimConfig(
@@ -154,17 +155,17 @@ def test_snapshot_replays_the_recorded_episode_exactly():
     start = jax.tree.map(lambda x: x[1, t], rec.states)
     final, _ = jax.jit(lambda s: selfplay.drive(net, p, s, env.take_scenario(bank, 0), types.default_params(), SIM,
                                                 SIM.episode_steps))(start)
-    for name in ("xy", "speed", "goal_t", "first_collision_t", "first_offroad_t", "alive"):
-        np.testing.assert_array_equal(getattr(final, name), getattr(rec.final, name)[1], err_msg=name)
+    for name in ("xy", "speed", "goal_t", "first_collision_t", "first_offroad_t", "alive"):  # two programs
+        assert_same(getattr(final, name), getattr(rec.final, name)[1], err_msg=name)
 
     # Every 4th snapshot only: the same episodes, a quarter of the states; restoring any step
     # replays the recorded policy from the snapshot before it and lands on the recorded state.
     cfg4 = dataclasses.replace(cfg, snapshot_every=4)
     rec4 = jax.jit(lambda k: record.record(net, p, bank, k, cfg4, types.default_params(), SIM))(jax.random.PRNGKey(4))
     assert rec4.states.xy.shape[1] == -(-SIM.episode_steps // 4) and rec4.alive.shape == rec.alive.shape
-    jax.tree.map(np.testing.assert_array_equal, rec4.states, jax.tree.map(lambda x: x[:, ::4], rec.states))
+    jax.tree.map(assert_same, rec4.states, jax.tree.map(lambda x: x[:, ::4], rec.states))
     for name in ("value", "alive", "agent_steps"):
-        np.testing.assert_array_equal(getattr(rec4, name), getattr(rec, name), err_msg=name)
+        assert_same(getattr(rec4, name), getattr(rec, name), err_msg=name)
     picked = record.Picked(env=jnp.array([1, 0, 1]), agent=jnp.array([0, 0, 1]), kind=jnp.zeros(3, jnp.int32),
                            t_fail=jnp.full(3, 10), valid=jnp.ones(3, bool))
     root = jnp.array([7, 8, 3])  # mid-chunk, on a snapshot, mid-chunk

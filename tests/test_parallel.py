@@ -16,7 +16,7 @@ import jax
 import pytest
 
 from cp_jax import parallel
-from tests.conftest import xla_flags
+from tests.support import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

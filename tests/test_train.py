@@ -12,7 +12,7 @@ import pytest
 from cp_jax.io.metrics import read_jsonl
 from cp_jax.jobs import scenes, train
 from cp_jax.jobs.loop import FAULT_ENV
-from tests.conftest import xla_flags
+from tests.support import xla_flags
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = [
