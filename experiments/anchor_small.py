@@ -27,6 +27,7 @@ def get_config() -> ml_collections.ConfigDict:
         eval=28,  # held-out procedural scenes (seeds never used in training)
         eval_seed=100_000,
         agents=12,  # agents placed per procedural scene
+        kinds=(),  # layout kinds of the training scenes, cycled by seed (empty: the seven of LAYOUT_KINDS)
         cache_dir="~/.cache/cp_jax/scenes",  # converted banks are cached here (TFDS ArrayRecord)
         # optional: a converted real-scene cache mixed into training, built with the training's stored sizes:
         # python -m launch.build_scenes --src=../shared/data/womd_json --files=0:10 --max_agents=16

@@ -32,7 +32,7 @@ def _start_lane(raw, i):
     return raw.routes[i][0]
 
 
-@pytest.mark.parametrize("kind", layouts.LAYOUT_KINDS)
+@pytest.mark.parametrize("kind", layouts.ALL_KINDS)
 def test_scene_is_valid(kind):
     raw = scene(kind, 0)
     sc = build_scenario(raw, CFG)
@@ -184,3 +184,29 @@ def test_a_slice_of_the_scene_sequence_keeps_seeds_and_layout_kinds(monkeypatch)
     parts = [bank_lib.procedural_scenes(5, 5 + g * 5, 3, first=g * 5) for g in range(2)]
     assert parts[0] + parts[1] == whole
     assert parts[1][0] != bank_lib.procedural_scenes(1, 10, 3)[0]  # without `first` the kinds restart
+
+
+def test_highway_traffic_starts_at_highway_speeds():
+    """A highway's right-of-way agents start at 14-22 m/s and IDM keeps them fast (they travel > 100 m
+    in the 9 s log); a junction's start below 11 m/s."""
+    fast, slow = scene("highway", 0), scene("four_way", 0)
+    v0 = np.linalg.norm(fast.log_vel[fast.controllable, 0], axis=-1)
+    travelled = np.linalg.norm(fast.log_xy[fast.controllable, -1] - fast.log_xy[fast.controllable, 0], axis=-1)
+    assert np.median(v0) > 12.0 and travelled.min() > 100.0
+    assert np.linalg.norm(slow.log_vel[slow.controllable, 0], axis=-1).max() < 11.5
+
+
+def test_training_scenes_cycle_the_configured_kinds(tmp_path):
+    """config.scenes.kinds sets the training bank's layout kinds (cycled by seed); unknown kinds are refused."""
+    import ml_collections
+
+    from cp_jax.jobs import scenes
+
+    sim = types.SimConfig(max_agents=16, max_road_segments=2048, obs_road=16)
+    sc = ml_collections.ConfigDict(dict(train=2, train_seed=0, eval=0, eval_seed=100_000, agents=4,
+                                        cache_dir=str(tmp_path), real="", kinds=("highway", "merge")))
+    _, _, names = scenes.load(sc, sim)
+    assert names == ["highway_0", "merge_1"]
+    sc.kinds = ("highway", "motorway")
+    with pytest.raises(ValueError, match=r"config.scenes.kinds: unknown layout kinds \['motorway'\]"):
+        scenes.check(sc)

@@ -16,6 +16,7 @@ from absl import logging
 
 from cp_jax import parallel
 from cp_jax.scenarios import bank as bank_lib
+from cp_jax.scenarios.procedural import layouts
 from cp_jax.sim import types
 
 
@@ -25,6 +26,9 @@ def check(sc) -> None:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     if sc.eval and abs(sc.eval_seed - sc.train_seed) < sc.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
+    unknown = set(sc.get("kinds", ())) - set(layouts.ALL_KINDS)
+    if unknown:
+        raise ValueError(f"config.scenes.kinds: unknown layout kinds {sorted(unknown)}; known: {layouts.ALL_KINDS}")
     if sc.get("real", "") and not os.path.exists(os.path.join(sc.real, "sim_config.json")):
         raise ValueError(f"config.scenes.real={sc.real!r}: not a scenario cache (no sim_config.json)")
 
@@ -77,11 +81,13 @@ def load(sc, sim: types.SimConfig, groups: list[int] | None = None, num_groups: 
 
 
 def _group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
-    """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1,
-    then real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
+    """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1
+    (layout kinds cycled from sc.kinds, default LAYOUT_KINDS; the held-out bank keeps the default), then
+    real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
     from cp_jax.scenarios import cache as cache_lib
 
-    names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n)
+    names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n,
+                                                  kinds=tuple(sc.get("kinds", ())) or None)
     if real is not None:
         real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
         real_bank = cache_lib.bank_for(real.cfg, real_bank, sim, f"config.scenes.real={sc.real!r}")

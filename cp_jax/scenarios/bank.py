@@ -21,7 +21,7 @@ from cp_jax.sim.types import Scenario, SimConfig
 
 def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None,
                       first: int = 0, max_objects: int | None = None) -> list[RawScene]:
-    """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: all)
+    """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: LAYOUT_KINDS)
     from kind number `first`: the scenes first .. first + num_scenes - 1 of a longer such sequence
     (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects:
     generator.generate's cap (e.g. SimConfig.max_agents)."""
@@ -41,9 +41,10 @@ def _generator_digest() -> str:
 
 
 def cached_procedural_bank(
-    cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig, first: int = 0
+    cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig, first: int = 0,
+    kinds: tuple[str, ...] | None = None,
 ) -> tuple[list[str], Scenario]:
-    """`procedural_scenes(num_scenes, seed, num_agents, first=first)` built with cfg, converted once into
+    """`procedural_scenes(num_scenes, seed, num_agents, kinds, first)` built with cfg, converted once into
     a scenario cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's
     source) and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
     from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
@@ -51,13 +52,15 @@ def cached_procedural_bank(
     fields = dict(n=num_scenes, seed=seed, agents=num_agents, sim=dataclasses.asdict(cfg), gen=_generator_digest())
     if first:  # (absent for 0, so the caches made before this argument keep their keys)
         fields["first"] = first
+    if kinds:  # (likewise absent for the default cycle)
+        fields["kinds"] = list(kinds)
     key = json.dumps(fields, sort_keys=True)
     folder = os.path.join(os.path.expanduser(cache_dir),
                           f"procedural_{seed}_{num_scenes}x{num_agents}_{hashlib.sha1(key.encode()).hexdigest()[:10]}")
     if not os.path.exists(os.path.join(folder, "sim_config.json")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
-        raws = procedural_scenes(num_scenes, seed, num_agents, first=first, max_objects=cfg.max_agents)
+        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents)
         cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
         try:
             os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name

@@ -82,9 +82,12 @@ def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_
         if any(np.linalg.norm(xy - o) < min_gap for o in occupied):
             continue
         occupied.append(xy)
-        speed = rng.uniform(4.0, 11.0) if layout.route_priority[route_id] == 0 else rng.uniform(2.0, 8.0)
+        speed = rng.uniform(*layout.start_speed) if layout.route_priority[route_id] == 0 else rng.uniform(2.0, 8.0)
         agents.append((xy, yaw, speed, route, layout.route_priority[route_id], poly))
     return agents
+
+
+_DEFAULT = types.SimConfig()
 
 
 def _sizing(num_objects: int, layout: layouts.Layout, n_steps: int) -> types.SimConfig:
@@ -94,6 +97,9 @@ def _sizing(num_objects: int, layout: layouts.Layout, n_steps: int) -> types.Sim
         max_agents=max(8, int(2 ** np.ceil(np.log2(num_objects + 1)))),
         max_road_segments=int(256 * np.ceil((n_seg + 1) / 256)),
         max_lanes=int(16 * np.ceil((len(layout.lanes) + 1) / 16)),
+        # routes long enough for the fastest desired speed over the whole run (the default 96 points below ~17 m/s)
+        max_route_points=max(_DEFAULT.max_route_points, 8 + int(np.ceil(
+            layout.desired_speed[1] * n_steps * _DEFAULT.dt / _DEFAULT.route_spacing))),
         log_steps=n_steps,
         episode_steps=n_steps - 1,
         obs_partners=4,
@@ -131,7 +137,7 @@ def generate(
     max_rounds: int = 6,
     max_objects: int | None = None,
 ) -> RawScene:
-    """A procedural RawScene. kind: one of layouts.LAYOUT_KINDS, or None for a seeded choice.
+    """A procedural RawScene. kind: one of layouts.ALL_KINDS, or None for a seeded choice of LAYOUT_KINDS.
 
     The IDM run starts WARMUP_STEPS before the log, so the hard braking of agents that were placed
     too fast for their situation happens before the log. Agents that collide or leave the road in
@@ -142,11 +148,11 @@ def generate(
     """
     rng = np.random.default_rng(seed)
     kind = kind or str(rng.choice(layouts.LAYOUT_KINDS))
-    if kind not in layouts.LAYOUT_KINDS:
-        raise ValueError(f"unknown procedural kind {kind!r}; known: {layouts.LAYOUT_KINDS}")
+    if kind not in layouts.ALL_KINDS:
+        raise ValueError(f"unknown procedural kind {kind!r}; known: {layouts.ALL_KINDS}")
     layout = layouts.make_layout(kind, rng)
     agents = _place_agents(layout, num_agents, rng)
-    desired = [rng.uniform(8.0, 14.0) for _ in agents]
+    desired = [rng.uniform(*layout.desired_speed) for _ in agents]
     total = log_steps + WARMUP_STEPS
     tl = tl_program(layout, total, rng)
     name = f"{kind}_{seed}"

@@ -1,4 +1,4 @@
-"""Seeded procedural road networks: junctions, a merge, a roundabout, multi-lane and narrow roads.
+"""Seeded procedural road networks: junctions, a merge, a roundabout, multi-lane and narrow roads, highways.
 
 Pure numpy. Conventions follow `cp_jax.scenarios.raw`: metres, world frame, right-hand traffic,
 lanes are centreline polylines in the driving direction, and road edges keep the drivable area
@@ -8,7 +8,7 @@ on their LEFT (counter-clockwise around the road surface). Lane ids index `Layou
 the same arrays every time. Each generator works in a local frame and the result is finally
 rotated and shifted at random.
 
-Why one module of ~860 lines: the seven generators share the builder, the junction machinery and the
+Why one module of ~920 lines: the eight generators share the builder, the junction machinery and the
 polyline helpers above them, and each is read against the others (a new layout copies one); split
 across files they would import each other's private helpers.
 """
@@ -28,6 +28,10 @@ from cp_jax.sim.types import CROSSWALK, ROAD_LINE, STOP_SIGN
 LAYOUT_KINDS = (
     "four_way", "t_junction", "merge", "roundabout", "multi_lane", "left_turn", "narrow_passage",
 )
+# Kinds outside the default cycle (procedural banks and seeded choices use LAYOUT_KINDS, so the scenes
+# of every existing seed stay what they were); a config opts in with scenes.kinds.
+EXTRA_KINDS = ("highway",)
+ALL_KINDS = LAYOUT_KINDS + EXTRA_KINDS
 
 LANE_STEP = 5.0  # m between points of straight lanes
 EDGE_STEP = 8.0  # m between points of straight road edges and lines
@@ -55,6 +59,8 @@ class Layout:
     tl_lanes: list[int]  # lanes whose entry is controlled by a traffic light
     tl_phase: list[int]  # per tl lane, phase group 0 or 1
     lane_width: float = 3.5  # m, shared by all lanes of the layout
+    desired_speed: tuple[float, float] = (8.0, 14.0)  # m/s, range of the agents' IDM desired speeds
+    start_speed: tuple[float, float] = (4.0, 11.0)  # m/s, range of start speeds on right-of-way routes
 
 
 # ----------------------------------------------------------------------------------------------
@@ -190,6 +196,8 @@ class _Builder:
         self.parked: list[tuple[float, float, float, float, float]] = []
         self.tl_lanes: list[int] = []
         self.tl_phase: list[int] = []
+        self.desired_speed = Layout.desired_speed
+        self.start_speed = Layout.start_speed
 
     def lane(self, poly: np.ndarray) -> int:
         self.lanes.append(np.asarray(poly, float))
@@ -244,6 +252,8 @@ class _Builder:
             tl_lanes=list(self.tl_lanes),
             tl_phase=list(self.tl_phase),
             lane_width=float(width),
+            desired_speed=self.desired_speed,
+            start_speed=self.start_speed,
         )
 
 
@@ -675,6 +685,67 @@ def _multi_lane(b: _Builder, rng: np.random.Generator, w: float) -> None:
         b.route(lanes, 0)
 
 
+def _path(pieces: list[tuple[float, float]], step: float) -> np.ndarray:
+    """[n, 2] polyline from the origin heading +x through pieces (length m, curvature 1/m, > 0 turning
+    left), points <= step apart; the heading is continuous where pieces meet."""
+    pts, p, heading = [np.zeros(2)], np.zeros(2), 0.0
+    for length, k in pieces:
+        s = np.linspace(0.0, length, max(1, math.ceil(length / step - 1e-9)) + 1)[1:]
+        if abs(k) < 1e-9:
+            q = p + s[:, None] * _dir(heading)
+        else:
+            th = heading + k * s
+            q = p + np.stack([np.sin(th) - math.sin(heading), math.cos(heading) - np.cos(th)], axis=1) / k
+        pts.append(q)
+        p, heading = q[-1], heading + k * length
+    return np.concatenate([pts[0][None], *pts[1:]])
+
+
+def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
+    """Divided highway, 2-3 lanes per direction, 450-600 m: a straight lead-in, then straight, one
+    curve or an S of two (radius 300-800 m), a median strip between the carriageways; desired speeds
+    16-24 m/s, right-of-way starts at 14-22 m/s (the fast half of real WOMD starts)."""
+    n = int(rng.integers(2, 4))
+    total = float(rng.uniform(450.0, 600.0))
+    pieces = [(float(rng.uniform(80.0, 150.0)), 0.0)]
+    for i in range(int(rng.integers(0, 3))):  # 0, 1 or 2 (an S) curves
+        turn, radius = float(rng.uniform(0.15, 0.45)), float(rng.uniform(300.0, 800.0))
+        sign = (1.0 if rng.random() < 0.5 else -1.0) if i == 0 else -pieces[-1][1] / abs(pieces[-1][1])
+        pieces.append((turn * radius, sign / radius))
+    pieces.append((max(50.0, total - sum(length for length, _ in pieces)), 0.0))
+    centre = _path(pieces, LANE_STEP)
+    median, inner, shoulder = float(rng.uniform(0.8, 4.0)), 0.5, float(rng.uniform(0.5, 1.5))
+    # Sections: a long first one (agents start in its last 60%: ~150 m of each lane, so the traffic is
+    # not packed tighter than IDM's headway at these speeds), then ~150 m pieces.
+    m = len(centre) - 1
+    first = int(round(0.45 * m))
+    rest = max(1, round(polyline_length(centre[first:]) / 150.0))
+    sections = sorted({0, *(int(round(x)) for x in np.linspace(first, m, rest + 1))})
+    h = 0.5 * median + inner  # offset of the innermost lanes' inner side
+    fwd, bwd = [], []
+    for j in range(n):
+        right = offset_polyline(centre, -(h + (j + 0.5) * w))
+        left = offset_polyline(centre, h + (j + 0.5) * w)
+        fwd.append([b.lane(right[a:c + 1]) for a, c in pairwise(sections)])
+        bwd.append([b.lane(left[a:c + 1][::-1]) for a, c in pairwise(sections)][::-1])
+    for lanes in fwd + bwd:
+        for a, c in pairwise(lanes):
+            b.link(a, c)
+        b.route(lanes, 0)
+    for side in (fwd, bwd):
+        for j in range(n - 1):
+            for a, c in zip(side[j], side[j + 1], strict=True):
+                b.side_by_side(a, c)
+    b.edge(offset_polyline(centre, -(h + n * w + shoulder)))  # the forward carriageway's outer edge
+    b.edge(offset_polyline(centre, -0.5 * median)[::-1])  # its median edge
+    b.edge(offset_polyline(centre, 0.5 * median))  # the backward carriageway's median edge
+    b.edge(offset_polyline(centre, h + n * w + shoulder)[::-1])  # its outer edge
+    for j in range(1, n):
+        b.other(ROAD_LINE, offset_polyline(centre, -(h + j * w)))
+        b.other(ROAD_LINE, offset_polyline(centre, h + j * w))
+    b.desired_speed, b.start_speed = (16.0, 24.0), (14.0, 22.0)
+
+
 def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
     """[n] weight in [0, 1]: 0 up to a - ramp, a cosine rise to 1 at a, 1 on [a, b], back down
     to 0 at b + ramp. Its slope is zero where the ramps start and end (no kink in the lane)."""
@@ -750,13 +821,14 @@ _GENERATORS = MappingProxyType({
     "multi_lane": _multi_lane,
     "left_turn": _left_turn,
     "narrow_passage": _narrow_passage,
+    "highway": _highway,
 })
 
 
 def make_layout(kind: str, rng: np.random.Generator) -> Layout:
-    """A random layout of `kind` (one of LAYOUT_KINDS), deterministic given rng's state."""
+    """A random layout of `kind` (one of ALL_KINDS), deterministic given rng's state."""
     if kind not in _GENERATORS:
-        raise ValueError(f"unknown layout kind {kind!r}; expected one of {LAYOUT_KINDS}")
+        raise ValueError(f"unknown layout kind {kind!r}; expected one of {ALL_KINDS}")
     w = float(rng.uniform(3.2, 3.8))
     b = _Builder()
     _GENERATORS[kind](b, rng, w)
