@@ -23,7 +23,7 @@ subset when more are valid; `dropped_frac` reports it), in `compact_groups` grou
 stores the carry of every step and re-applies one step from it in the update (no gradient through
 time).
 
-Why one module of ~570 lines: the algorithm reads top to bottom in one place (STYLE.md 1, purejaxrl's
+Why one module of ~590 lines: the algorithm reads top to bottom in one place (STYLE.md 1, purejaxrl's
 ppo.py): config, runner, rollout, GAE, the loss, compaction and the update. Evaluation
 (rl/evaluate.py) and the training-only shaping (rl/shaping.py) live beside it.
 """

@@ -2,6 +2,10 @@
 
 All functions are pure and jit / vmap / scan safe; `cfg` is static (hashable), everything else is
 a pytree of arrays. Batch with `jax.vmap` over the leading axis of state and scenario.
+
+Why one module of ~520 lines: reset, step, the one observe -> act -> step (`policy_step`) and the
+rollouts that scan it are the simulator's public surface and call each other; the physics, geometry,
+observation and reward they compose live in their own modules beside it.
 """
 
 from __future__ import annotations
