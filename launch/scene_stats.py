@@ -11,6 +11,8 @@ from __future__ import annotations
 from absl import app, flags
 
 flags.DEFINE_integer("procedural", 112, "procedural training scenes to include (0: none)", lower_bound=0)
+flags.DEFINE_list("kinds", [], "layout kinds the procedural scenes cycle through (default: the default cycle; "
+                  "e.g. adding highway, as config.scenes.kinds)")
 flags.DEFINE_multi_string("cache", [], "name=folder of a converted scene cache (repeatable)")
 flags.DEFINE_string("out", None, "output folder")
 flags.DEFINE_string("policy", "assets/anchors/conditioned_small", "whose SimConfig procedural scenes are built with")
@@ -24,7 +26,8 @@ def main(_):
 
     sets = {}
     if FLAGS.procedural:
-        sets[f"procedural ({FLAGS.procedural} training scenes)"] = ("procedural", FLAGS.procedural)
+        label = f"procedural ({FLAGS.procedural} training scenes{', ' + '+'.join(FLAGS.kinds) if FLAGS.kinds else ''})"
+        sets[label] = ("procedural", FLAGS.procedural, tuple(FLAGS.kinds))
     for spec in FLAGS.cache:
         name, _, folder = spec.rpartition("=")
         sets[name or folder] = ("cache", folder)

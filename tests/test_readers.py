@@ -359,6 +359,17 @@ def test_an_object_without_a_lane_route_drives_its_logged_path_under_idm():
     assert np.allclose(xy[1], np.asarray(sc.log_xy[1, 20]), atol=1e-5)  # the parked car stays
 
 
+def test_scene_statistics_sets_are_checked_before_any_scene_is_made(tmp_path):
+    from cp_jax.jobs import scene_stats
+
+    cfg = types.SimConfig(max_agents=8, max_road_segments=256, obs_road=16)
+    with pytest.raises(ValueError, match=r"procedural kinds \['motorway'\]: unknown"):
+        scene_stats.load_set("procedural", 2, cfg, str(tmp_path), ("highway", "motorway"))
+    with pytest.raises(ValueError, match="not a folder"):
+        scene_stats.load_set("cache", str(tmp_path / "none"), cfg)
+    assert not any(tmp_path.iterdir())  # nothing generated
+
+
 def test_scene_statistics_measure_what_they_say():
     """Known starts on the straight road (lanes at y = -2 / +2, edges at +-4, lane spacing 4 m)."""
     from cp_jax.scenarios import stats

@@ -5,8 +5,9 @@ for several scene sets, side by side.
     sets = {"procedural (training)": ("procedural", 112), "real (validation)": ("cache", "runs/real_val")}
     summary = scene_stats(sets, out, saved.load("assets/anchors/conditioned_small").sim)
 
-A set is ("procedural", n): the anchor's n training scenes (seeds 0.., 12 agents, as
-experiments/anchor_small.py; built with the given SimConfig), or
+A set is ("procedural", n) or ("procedural", n, kinds): the anchor's n training scenes (seeds 0..,
+12 agents, as experiments/anchor_small.py; built with the given SimConfig; layout kinds cycled from
+kinds, default the default cycle, as config.scenes.kinds), or
 ("cache", folder): a converted scene cache (launch.build_scenes). Writes out/scene_stats.json
 ({set: {statistic: {n, mean, p10, p50, p90}}}) and out/scene_stats.png (one panel per statistic, a
 density histogram per set).
@@ -22,12 +23,16 @@ import numpy as np
 from cp_jax.scenarios import stats as stats_lib
 
 
-def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes"):
+def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes", kinds: tuple[str, ...] = ()):
     """(bank, SimConfig) of one set; raises ValueError naming the set for a bad kind or folder."""
     from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.scenarios.procedural import layouts
 
     if kind == "procedural":
-        _, bank = bank_lib.cached_procedural_bank(cache_dir, int(arg), 0, 12, sim)
+        if set(kinds) - set(layouts.ALL_KINDS):
+            raise ValueError(f"procedural kinds {sorted(set(kinds) - set(layouts.ALL_KINDS))}: unknown; known: "
+                             f"{layouts.ALL_KINDS}")
+        _, bank = bank_lib.cached_procedural_bank(cache_dir, int(arg), 0, 12, sim, kinds=tuple(kinds) or None)
         return bank, sim
     if kind == "cache":
         from cp_jax.scenarios import cache
@@ -40,11 +45,11 @@ def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes"):
 
 
 def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cache/cp_jax/scenes") -> dict:
-    """{set name: summary} for sets {name: (kind, arg)} (module docstring); procedural sets are built with
+    """{set name: summary} for sets {name: (kind, arg[, kinds])} (module docstring); procedural sets are built with
     sim (the policy's SimConfig); writes out's files."""
     values = {}
-    for name, (kind, arg) in sets.items():
-        bank, cfg = load_set(kind, arg, sim, cache_dir)
+    for name, (kind, arg, *kinds) in sets.items():
+        bank, cfg = load_set(kind, arg, sim, cache_dir, *kinds)
         values[name] = stats_lib.scene_statistics(bank, cfg)
     summary = {name: stats_lib.summarise(v) for name, v in values.items()}
     os.makedirs(out, exist_ok=True)
