@@ -26,7 +26,11 @@ def main(_):
 
     sets = {}
     if FLAGS.procedural:
-        label = f"procedural ({FLAGS.procedural} training scenes{', ' + '+'.join(FLAGS.kinds) if FLAGS.kinds else ''})"
+        from cp_jax.scenarios.procedural.layouts import LAYOUT_KINDS
+
+        extra = [k for k in FLAGS.kinds if k not in LAYOUT_KINDS]  # the default cycle plus these: "+highway"
+        kinds = ("+" + "+".join(extra) if set(LAYOUT_KINDS) <= set(FLAGS.kinds) else "+".join(FLAGS.kinds))
+        label = f"procedural ({FLAGS.procedural} training scenes{', ' + kinds if FLAGS.kinds else ''})"
         sets[label] = ("procedural", FLAGS.procedural, tuple(FLAGS.kinds))
     for spec in FLAGS.cache:
         name, _, folder = spec.rpartition("=")
