@@ -33,7 +33,7 @@ def base(method: str) -> ml_collections.ConfigDict:
     c.scenes = ml_collections.ConfigDict(dict(
         train=anchor_scenes.train, train_seed=anchor_scenes.train_seed,  # the anchor's training scenes
         eval=14, eval_seed=400_000,  # a small validation split (never used by training or the benchmark)
-        agents=anchor_scenes.agents, cache_dir=anchor_scenes.cache_dir,
+        agents=anchor_scenes.agents, cache_dir=anchor_scenes.cache_dir, kinds=anchor_scenes.kinds,
     ))
     c.eval = ml_collections.ConfigDict(dict(style="normal", every=10))  # validation: deployment style, rounds
     c.train = ml_collections.ConfigDict(dict(

@@ -26,6 +26,7 @@ from tests.support import TEST_XLA_FLAGS
 # Tests marked `optimized` run long programs (real scenes, 128 agents): they compile with XLA's
 # optimisations.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # in-process runs match the subprocess tests' backend
 # XLA's CPU fusion emitters off: about a third less compile time for the suite's programs at the same
 # run time (docs/measurements/tests.md); separately compiled programs then agree to float rounding
 # (tests/support.py: assert_same). Subprocess tests add their device count to these flags (xla_flags).

@@ -145,8 +145,9 @@ def test_config_errors_name_the_field():
                         types.default_params())
 
 
-def test_snapshot_replays_the_recorded_episode_exactly():
-    """Driving again from any recorded state (its key included) reproduces the recorded final state."""
+def test_snapshot_replays_the_recorded_episode():
+    """Driving again from any recorded state (its key included) reproduces the recorded final state
+    (the same steps and events; positions to float rounding: two programs, tests/support.py)."""
     bank, net = _bank(), networks.ActorCritic(NET)
     p = networks.init_params(NET, SIM, jax.random.PRNGKey(3))  # a random policy: sampled actions matter
     cfg = CounterPlayConfig(num_envs=2)
@@ -200,7 +201,7 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(cautious_records):
     branches from the root, a style whose goal speed allows 10 m/s passes and is verified again, and
     distillation into the deployment condition changes the parameters. The record keeps a snapshot
     every 3 steps (the roots are replayed from the snapshot before them; every step's snapshots:
-    test_snapshot_replays_the_recorded_episode_exactly) and the bank is in two groups. The student gate
+    test_snapshot_replays_the_recorded_episode) and the bank is in two groups. The student gate
     runs too: under the cautious style every car of both policies times out (0 points each), so the
     update is kept, and the gate's runs are charged."""
     groups = 2

@@ -187,12 +187,14 @@ def test_a_slice_of_the_scene_sequence_keeps_seeds_and_layout_kinds(monkeypatch)
 
 
 def test_highway_traffic_starts_at_highway_speeds():
-    """A highway's right-of-way agents start at 14-22 m/s and IDM keeps them fast (they travel > 100 m
-    in the 9 s log); a junction's start below 11 m/s."""
+    """A highway's agents start fast (placed at 14-22 m/s; after IDM's 2 s warm-up in traffic, median
+    above 13 m/s) and stay fast to the log's end (no braking for a route end short of the road's end);
+    they travel > 100 m in the 9 s log. A junction's start below 11 m/s."""
     fast, slow = scene("highway", 0), scene("four_way", 0)
-    v0 = np.linalg.norm(fast.log_vel[fast.controllable, 0], axis=-1)
-    travelled = np.linalg.norm(fast.log_xy[fast.controllable, -1] - fast.log_xy[fast.controllable, 0], axis=-1)
-    assert np.median(v0) > 12.0 and travelled.min() > 100.0
+    c = fast.controllable
+    v0, v_end = (np.linalg.norm(fast.log_vel[c, t], axis=-1) for t in (0, -1))
+    travelled = np.linalg.norm(fast.log_xy[c, -1] - fast.log_xy[c, 0], axis=-1)
+    assert np.median(v0) > 13.0 and np.median(v_end) > 14.0 and travelled.min() > 100.0
     assert np.linalg.norm(slow.log_vel[slow.controllable, 0], axis=-1).max() < 11.5
 
 
@@ -205,8 +207,11 @@ def test_training_scenes_cycle_the_configured_kinds(tmp_path):
     sim = types.SimConfig(max_agents=16, max_road_segments=2048, obs_road=16)
     sc = ml_collections.ConfigDict(dict(train=2, train_seed=0, eval=0, eval_seed=100_000, agents=4,
                                         cache_dir=str(tmp_path), real="", kinds=("highway", "merge")))
-    _, _, names = scenes.load(sc, sim)
-    assert names == ["highway_0", "merge_1"]
+    sc.kinds = ()
+    _, _, default = scenes.load(sc, sim)  # the default cycle, cached first in the same folder
+    sc.kinds = ("highway", "merge")
+    _, _, names = scenes.load(sc, sim)  # not the cached default bank: the kinds are part of the cache key
+    assert default == ["four_way_0", "t_junction_1"] and names == ["highway_0", "merge_1"]
     sc.kinds = ("highway", "motorway")
     with pytest.raises(ValueError, match=r"config.scenes.kinds: unknown layout kinds \['motorway'\]"):
         scenes.check(sc)

@@ -97,9 +97,8 @@ def _sizing(num_objects: int, layout: layouts.Layout, n_steps: int) -> types.Sim
         max_agents=max(8, int(2 ** np.ceil(np.log2(num_objects + 1)))),
         max_road_segments=int(256 * np.ceil((n_seg + 1) / 256)),
         max_lanes=int(16 * np.ceil((len(layout.lanes) + 1) / 16)),
-        # routes long enough for the fastest desired speed over the whole run (the default 96 points below ~17 m/s)
-        max_route_points=max(_DEFAULT.max_route_points, 8 + int(np.ceil(
-            layout.desired_speed[1] * n_steps * _DEFAULT.dt / _DEFAULT.route_spacing))),
+        max_route_points=(_DEFAULT.max_route_points if layout.log_route_length is None
+                          else int(np.ceil(layout.log_route_length / _DEFAULT.route_spacing)) + 8),
         log_steps=n_steps,
         episode_steps=n_steps - 1,
         obs_partners=4,

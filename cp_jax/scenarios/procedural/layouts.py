@@ -61,6 +61,9 @@ class Layout:
     lane_width: float = 3.5  # m, shared by all lanes of the layout
     desired_speed: tuple[float, float] = (8.0, 14.0)  # m/s, range of the agents' IDM desired speeds
     start_speed: tuple[float, float] = (4.0, 11.0)  # m/s, range of start speeds on right-of-way routes
+    # m of route the IDM run that makes the logs needs (None: SimConfig's default 96 points x 2 m): IDM
+    # brakes for a route's end as for a stopped car, so a fast layout's routes must run to the road's end
+    log_route_length: float | None = None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -198,6 +201,7 @@ class _Builder:
         self.tl_phase: list[int] = []
         self.desired_speed = Layout.desired_speed
         self.start_speed = Layout.start_speed
+        self.log_route_length = Layout.log_route_length
 
     def lane(self, poly: np.ndarray) -> int:
         self.lanes.append(np.asarray(poly, float))
@@ -254,6 +258,7 @@ class _Builder:
             lane_width=float(width),
             desired_speed=self.desired_speed,
             start_speed=self.start_speed,
+            log_route_length=self.log_route_length,
         )
 
 
@@ -702,9 +707,10 @@ def _path(pieces: list[tuple[float, float]], step: float) -> np.ndarray:
 
 
 def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
-    """Divided highway, 2-3 lanes per direction, 450-600 m: a straight lead-in, then straight, one
-    curve or an S of two (radius 300-800 m), a median strip between the carriageways; desired speeds
-    16-24 m/s, right-of-way starts at 14-22 m/s (the fast half of real WOMD starts)."""
+    """Divided highway, 2-3 lanes per direction, 450-600 m (up to ~820 m when its curves need it): a
+    straight lead-in, then straight, one curve or an S of two (radius 300-800 m), a median strip between
+    the carriageways; desired speeds 16-24 m/s, right-of-way starts at 14-22 m/s (the fast half of real
+    WOMD starts). The routes of the run that makes the logs reach the road's end."""
     n = int(rng.integers(2, 4))
     total = float(rng.uniform(450.0, 600.0))
     pieces = [(float(rng.uniform(80.0, 150.0)), 0.0)]
@@ -715,12 +721,13 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
     pieces.append((max(50.0, total - sum(length for length, _ in pieces)), 0.0))
     centre = _path(pieces, LANE_STEP)
     median, inner, shoulder = float(rng.uniform(0.8, 4.0)), 0.5, float(rng.uniform(0.5, 1.5))
-    # Sections: a long first one (agents start in its last 60%: ~150 m of each lane, so the traffic is
-    # not packed tighter than IDM's headway at these speeds), then ~150 m pieces.
+    # Sections: a long one at each end (agents start in the last 60% of their route's first section:
+    # ~100-150 m of each lane in both directions, so the traffic is not packed tighter than IDM's
+    # headway at these speeds), ~150 m pieces between.
     m = len(centre) - 1
-    first = int(round(0.45 * m))
-    rest = max(1, round(polyline_length(centre[first:]) / 150.0))
-    sections = sorted({0, *(int(round(x)) for x in np.linspace(first, m, rest + 1))})
+    first, last = int(round(0.4 * m)), int(round(0.6 * m))
+    middle = max(1, round(polyline_length(centre[first:last + 1]) / 150.0))
+    sections = sorted({0, *(int(round(x)) for x in np.linspace(first, last, middle + 1)), m})
     h = 0.5 * median + inner  # offset of the innermost lanes' inner side
     fwd, bwd = [], []
     for j in range(n):
@@ -744,6 +751,7 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
         b.other(ROAD_LINE, offset_polyline(centre, -(h + j * w)))
         b.other(ROAD_LINE, offset_polyline(centre, h + j * w))
     b.desired_speed, b.start_speed = (16.0, 24.0), (14.0, 22.0)
+    b.log_route_length = polyline_length(centre)
 
 
 def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
