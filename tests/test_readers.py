@@ -363,7 +363,7 @@ def test_scene_statistics_sets_are_checked_before_any_scene_is_made(tmp_path):
     from cp_jax.jobs import scene_stats
 
     cfg = types.SimConfig(max_agents=8, max_road_segments=256, obs_road=16)
-    with pytest.raises(ValueError, match=r"procedural kinds \['motorway'\]: unknown"):
+    with pytest.raises(ValueError, match=r"procedural kinds: unknown layout kinds \['motorway'\]"):
         scene_stats.load_set("procedural", 2, cfg, str(tmp_path), ("highway", "motorway"))
     with pytest.raises(ValueError, match="not a folder"):
         scene_stats.load_set("cache", str(tmp_path / "none"), cfg)

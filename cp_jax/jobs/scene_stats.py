@@ -29,9 +29,7 @@ def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes", kin
     from cp_jax.scenarios.procedural import layouts
 
     if kind == "procedural":
-        if set(kinds) - set(layouts.ALL_KINDS):
-            raise ValueError(f"procedural kinds {sorted(set(kinds) - set(layouts.ALL_KINDS))}: unknown; known: "
-                             f"{layouts.ALL_KINDS}")
+        layouts.check_kinds(kinds, "procedural kinds")
         _, bank = bank_lib.cached_procedural_bank(cache_dir, int(arg), 0, 12, sim, kinds=tuple(kinds) or None)
         return bank, sim
     if kind == "cache":

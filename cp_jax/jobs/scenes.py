@@ -26,9 +26,7 @@ def check(sc) -> None:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     if sc.eval and abs(sc.eval_seed - sc.train_seed) < sc.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
-    unknown = set(sc.get("kinds", ())) - set(layouts.ALL_KINDS)
-    if unknown:
-        raise ValueError(f"config.scenes.kinds: unknown layout kinds {sorted(unknown)}; known: {layouts.ALL_KINDS}")
+    layouts.check_kinds(sc.get("kinds", ()), "config.scenes.kinds")
     if sc.get("real", "") and not os.path.exists(os.path.join(sc.real, "sim_config.json")):
         raise ValueError(f"config.scenes.real={sc.real!r}: not a scenario cache (no sim_config.json)")
 

@@ -40,6 +40,14 @@ EDGE_CURVE_STEP = 1.5  # m between points of curved road edges
 SHOULDER = 0.3  # m of asphalt between the outermost lane's side and the curb at junctions
 CROSSWALK_WIDTH = 3.0
 SWERVE_CLEARANCE = 0.6  # m between a 2 m wide car and the parked cars it swerves around
+MEDIAN_SHOULDER = 0.5  # m of asphalt between a divided road's median and its innermost lanes
+
+
+def check_kinds(kinds, field: str) -> None:
+    """Raises ValueError naming `field` when kinds holds a name outside ALL_KINDS."""
+    unknown = sorted(set(kinds) - set(ALL_KINDS))
+    if unknown:
+        raise ValueError(f"{field}: unknown layout kinds {unknown}; known: {ALL_KINDS}")
 
 
 @dataclasses.dataclass
@@ -644,16 +652,19 @@ def _roundabout(b: _Builder, rng: np.random.Generator, w: float) -> None:
 
 
 def _two_way_road(b: _Builder, centre: np.ndarray, n: int, w: float, margin: float,
-                  sections: list[int]) -> tuple[list[list[int]], list[list[int]]]:
+                  sections: list[int], median: float = 0.0) -> tuple[list[list[int]], list[list[int]]]:
     """Lanes either side of `centre` [m, 2], split at point indices `sections` (incl. 0, m-1).
 
     Returns (forward, backward): per lane index j (0 = innermost), its section lane ids in
-    driving order. Adds the two edges and the centre / divider lines.
+    driving order. Adds the outer edges (`margin` beyond the outermost lanes), the lines between lanes
+    and, with median 0, the centre line; with median > 0 a divided road: a non-drivable strip that wide
+    on the centre, edged on both sides, MEDIAN_SHOULDER of asphalt before the innermost lanes.
     """
+    h = 0.5 * median + MEDIAN_SHOULDER if median > 0 else 0.0  # offset of the innermost lanes' inner side
     fwd, bwd = [], []
     for j in range(n):
-        right = offset_polyline(centre, -(j + 0.5) * w)
-        left = offset_polyline(centre, (j + 0.5) * w)
+        right = offset_polyline(centre, -(h + (j + 0.5) * w))
+        left = offset_polyline(centre, h + (j + 0.5) * w)
         fwd.append([b.lane(right[a:c + 1]) for a, c in pairwise(sections)])
         bwd.append([b.lane(left[a:c + 1][::-1]) for a, c in pairwise(sections)][::-1])
     for lanes in fwd + bwd:
@@ -663,12 +674,16 @@ def _two_way_road(b: _Builder, centre: np.ndarray, n: int, w: float, margin: flo
         for j in range(n - 1):
             for a, c in zip(side[j], side[j + 1], strict=True):
                 b.side_by_side(a, c)
-    b.edge(offset_polyline(centre, -(n * w + margin)))
-    b.edge(offset_polyline(centre, n * w + margin)[::-1])
-    b.other(ROAD_LINE, centre)
+    b.edge(offset_polyline(centre, -(h + n * w + margin)))
+    b.edge(offset_polyline(centre, h + n * w + margin)[::-1])
+    if median > 0:
+        b.edge(offset_polyline(centre, -0.5 * median)[::-1])  # the forward carriageway's median edge
+        b.edge(offset_polyline(centre, 0.5 * median))  # the backward one's
+    else:
+        b.other(ROAD_LINE, centre)
     for j in range(1, n):
-        b.other(ROAD_LINE, offset_polyline(centre, -j * w))
-        b.other(ROAD_LINE, offset_polyline(centre, j * w))
+        b.other(ROAD_LINE, offset_polyline(centre, -(h + j * w)))
+        b.other(ROAD_LINE, offset_polyline(centre, h + j * w))
     return fwd, bwd
 
 
@@ -720,7 +735,7 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
         pieces.append((turn * radius, sign / radius))
     pieces.append((max(50.0, total - sum(length for length, _ in pieces)), 0.0))
     centre = _path(pieces, LANE_STEP)
-    median, inner, shoulder = float(rng.uniform(0.8, 4.0)), 0.5, float(rng.uniform(0.5, 1.5))
+    median, shoulder = float(rng.uniform(0.8, 4.0)), float(rng.uniform(0.5, 1.5))
     # Sections: a long one at each end (agents start in the last 60% of their route's first section:
     # ~100-150 m of each lane in both directions, so the traffic is not packed tighter than IDM's
     # headway at these speeds), ~150 m pieces between.
@@ -728,28 +743,9 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
     first, last = int(round(0.4 * m)), int(round(0.6 * m))
     middle = max(1, round(polyline_length(centre[first:last + 1]) / 150.0))
     sections = sorted({0, *(int(round(x)) for x in np.linspace(first, last, middle + 1)), m})
-    h = 0.5 * median + inner  # offset of the innermost lanes' inner side
-    fwd, bwd = [], []
-    for j in range(n):
-        right = offset_polyline(centre, -(h + (j + 0.5) * w))
-        left = offset_polyline(centre, h + (j + 0.5) * w)
-        fwd.append([b.lane(right[a:c + 1]) for a, c in pairwise(sections)])
-        bwd.append([b.lane(left[a:c + 1][::-1]) for a, c in pairwise(sections)][::-1])
+    fwd, bwd = _two_way_road(b, centre, n, w, shoulder, sections, median=median)
     for lanes in fwd + bwd:
-        for a, c in pairwise(lanes):
-            b.link(a, c)
         b.route(lanes, 0)
-    for side in (fwd, bwd):
-        for j in range(n - 1):
-            for a, c in zip(side[j], side[j + 1], strict=True):
-                b.side_by_side(a, c)
-    b.edge(offset_polyline(centre, -(h + n * w + shoulder)))  # the forward carriageway's outer edge
-    b.edge(offset_polyline(centre, -0.5 * median)[::-1])  # its median edge
-    b.edge(offset_polyline(centre, 0.5 * median))  # the backward carriageway's median edge
-    b.edge(offset_polyline(centre, h + n * w + shoulder)[::-1])  # its outer edge
-    for j in range(1, n):
-        b.other(ROAD_LINE, offset_polyline(centre, -(h + j * w)))
-        b.other(ROAD_LINE, offset_polyline(centre, h + j * w))
     b.desired_speed, b.start_speed = (16.0, 24.0), (14.0, 22.0)
     b.log_route_length = polyline_length(centre)
 
