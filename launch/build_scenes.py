@@ -2,6 +2,13 @@
 
     python -m launch.build_scenes --src=DIR --format=gpudrive_json|tfexample|procedural --out=DIR
     python -m launch.build_scenes --src=../shared/data/womd_json --files=0:10 --out=DIR   # the first ten files
+    python -m launch.build_scenes --src=... --out=DIR --max_segment=2.5 --max_road_segments=8192 \
+        --cell_edges=64 --cell_lanes=48   # roads cut into <= 2.5 m segments, as procedural roads are
+
+--max_segment sets how long a road segment may be (10 m by default). A policy sees the nearest
+obs_road segments, so shorter segments show it a nearer, finer road; they need more segment slots,
+and more candidates per grid cell (--cell_edges, --cell_lanes) so that the off-road test and the lane
+terms still find every nearby edge and lane (docs/measurements/real_scenes.md: 2.5 m with 64 / 48).
 
 Every scene is validated; a malformed file never stops the run: it is skipped and reported
 (cp_jax/jobs/convert.py). Ends with a one-line summary and writes report.json.
@@ -19,6 +26,9 @@ flags.DEFINE_integer("max_agents", 128, "static object slots")
 flags.DEFINE_integer("max_road_segments", 4096, "static road segment slots")
 flags.DEFINE_integer("max_lanes", 512, "static lane slots")
 flags.DEFINE_integer("log_steps", 91, "log steps every scene must have (shorter logs are skipped)")
+flags.DEFINE_float("max_segment", None, "longest road segment in m (default: the readers' 10 m)")
+flags.DEFINE_integer("cell_edges", None, "road-edge candidates per grid cell (default: SimConfig's)")
+flags.DEFINE_integer("cell_lanes", None, "lane candidates per grid cell (default: SimConfig's)")
 flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 0:10; '' = all)")
 FLAGS = flags.FLAGS
 
@@ -27,10 +37,12 @@ def main(_):
     from cp_jax.jobs import convert
     from cp_jax.sim import types
 
-    cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments,
-                          max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps, episode_steps=FLAGS.log_steps - 1)
+    cells = {k: getattr(FLAGS, k) for k in ("cell_edges", "cell_lanes") if getattr(FLAGS, k) is not None}
     try:  # the input is checked before anything is written
-        scenes = convert.sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files)
+        cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments,
+                              max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps, episode_steps=FLAGS.log_steps - 1,
+                              **cells)
+        scenes = convert.sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files, FLAGS.max_segment)
         summary = convert.convert(FLAGS.out, cfg, scenes)
     except ValueError as e:
         raise app.UsageError(str(e)) from None

@@ -21,18 +21,28 @@ from cp_jax.sim import types
 FORMATS = ("gpudrive_json", "tfexample", "procedural")
 
 
-def sources(fmt: str, src: str | None, n_procedural: int, select: str = "") -> list[tuple[str, Callable]]:
+def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
+            max_segment: float | None = None) -> list[tuple[str, Callable]]:
     """(scene id, thunk returning (RawScene, notes dict)) for every input scene; select: 'START:STOP' of
-    the sorted files of src. Raises ValueError for a bad selection or folder (before anything is read)."""
+    the sorted files of src; max_segment: the longest road segment a reader emits (m; None: the
+    readers' 10 m). Raises ValueError for a bad selection, folder or length (before anything is read)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
-    return list(_sources(fmt, src, n_procedural, select))
+    if max_segment is not None and not max_segment > 0.0:
+        raise ValueError(f"--max_segment must be > 0 m, got {max_segment}")
+    return list(_sources(fmt, src, n_procedural, select, max_segment))
 
 
-def _sources(fmt: str, src: str | None, n_procedural: int, select: str) -> Iterator[tuple[str, Callable]]:
+def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
+             max_segment: float | None) -> Iterator[tuple[str, Callable]]:
+    from cp_jax.scenarios.readers import common
+
+    seg = common.MAX_SEGMENT if max_segment is None else max_segment
     if fmt == "procedural":
         if select:
             raise ValueError("--files selects files of --src; --format=procedural has none (use --procedural_scenes)")
+        if max_segment is not None:
+            raise ValueError("--max_segment splits the roads of scene files; --format=procedural draws its own")
         from cp_jax.scenarios.procedural import generator, layouts
 
         kinds = layouts.LAYOUT_KINDS
@@ -47,7 +57,7 @@ def _sources(fmt: str, src: str | None, n_procedural: int, select: str) -> Itera
 
         for path in scene_files(src, "*.json", select):
             def read(path=path):
-                raw, notes = gpudrive_json.read(path)
+                raw, notes = gpudrive_json.read(path, max_segment=seg)
                 return raw, notes.as_dict()
             yield os.path.splitext(os.path.basename(path))[0], read
         return
@@ -56,7 +66,7 @@ def _sources(fmt: str, src: str | None, n_procedural: int, select: str) -> Itera
 
     for path in scene_files(src, "*tfrecord*", select):
         try:
-            items = tfexample.read(path)
+            items = tfexample.read(path, max_segment=seg)
         except SceneError as e:  # an unreadable file is reported, not fatal
             items = [e]
         for k, item in enumerate(items):

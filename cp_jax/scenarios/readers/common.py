@@ -81,7 +81,10 @@ def fail(name: str, field: str, why: str):
     raise SceneError(f"{name}: field {field!r}: {why}")
 
 
-def decimate(poly: np.ndarray, tol: float = 0.1, max_len: float = 10.0) -> np.ndarray:
+MAX_SEGMENT = 10.0  # m: road polylines are split into segments no longer than this (`decimate`)
+
+
+def decimate(poly: np.ndarray, tol: float = 0.1, max_len: float = MAX_SEGMENT) -> np.ndarray:
     """Ramer-Douglas-Peucker simplification [n, 2] -> [m, 2] (endpoints kept), then split any
     segment longer than max_len so grid queries stay local."""
     n = len(poly)
@@ -208,8 +211,10 @@ def plan_route(succ: list[list[int]], start: int, goal: int, max_lanes: int = 12
     return []
 
 
-def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, ReadNotes]:
-    """Validate SceneParts and turn them into a RawScene (rules R1-R5 of the module docstring)."""
+def assemble(parts: SceneParts, decimate_tol: float = 0.1,
+             max_segment: float = MAX_SEGMENT) -> tuple[RawScene, ReadNotes]:
+    """Validate SceneParts and turn them into a RawScene (rules R1-R5 of the module docstring); road
+    polylines are simplified within decimate_tol (m) and split into segments <= max_segment (m)."""
     name = parts.name
     notes = ReadNotes()
     n, t = parts.valid.shape
@@ -248,7 +253,7 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1) -> tuple[RawScene, Re
             continue
         notes.segments_before_decimation += len(poly) - 1
         dense = poly
-        poly = decimate(poly, decimate_tol)
+        poly = decimate(poly, decimate_tol, max_segment)
         notes.segments_after_decimation += len(poly) - 1
         if kind == "lane":
             lanes.append(poly)

@@ -89,8 +89,10 @@ def parse(data: dict, path: str) -> common.SceneParts:
     )
 
 
-def read(path: str, decimate_tol: float = 0.1) -> tuple[RawScene, common.ReadNotes]:
-    """Read one JSON scene file -> (RawScene, notes). Raises SceneError naming file and field."""
+def read(path: str, decimate_tol: float = 0.1,
+         max_segment: float = common.MAX_SEGMENT) -> tuple[RawScene, common.ReadNotes]:
+    """Read one JSON scene file -> (RawScene, notes); road segments <= max_segment m. Raises SceneError
+    naming file and field."""
     try:
         with open(path) as f:
             data = json.load(f)
@@ -104,4 +106,4 @@ def read(path: str, decimate_tol: float = 0.1) -> tuple[RawScene, common.ReadNot
         if isinstance(e, common.SceneError):
             raise
         common.fail(path, "<structure>", f"a field has the wrong type: {type(e).__name__}: {e}")
-    return common.assemble(parts, decimate_tol)
+    return common.assemble(parts, decimate_tol, max_segment)

@@ -276,10 +276,12 @@ def iter_records(path: str) -> Iterator[bytes]:
         index += 1
 
 
-def read(path: str, decimate_tol: float = 0.1) -> list[tuple[RawScene, common.ReadNotes] | SceneError]:
-    """Every example of a TFRecord file, in order: (RawScene, notes), or the SceneError of a bad
-    example in its place (the rest of the file is still read). A file that cannot be opened raises
-    SceneError; a corrupt record ends the list with its SceneError (nothing after it is readable)."""
+def read(path: str, decimate_tol: float = 0.1,
+         max_segment: float = common.MAX_SEGMENT) -> list[tuple[RawScene, common.ReadNotes] | SceneError]:
+    """Every example of a TFRecord file, in order (road segments <= max_segment m): (RawScene, notes),
+    or the SceneError of a bad example in its place (the rest of the file is still read). A file that
+    cannot be opened raises SceneError; a corrupt record ends the list with its SceneError (nothing
+    after it is readable)."""
     tf = _tf()
     _check_file(tf, path)
     out: list[tuple[RawScene, common.ReadNotes] | SceneError] = []
@@ -295,7 +297,7 @@ def read(path: str, decimate_tol: float = 0.1) -> list[tuple[RawScene, common.Re
             break
         try:
             parts, skipped = _parse(record, f"{path}[{index}]")
-            raw, notes = common.assemble(parts, decimate_tol)
+            raw, notes = common.assemble(parts, decimate_tol, max_segment)
             notes.dropped_polylines += skipped
             out.append((raw, notes))
         except SceneError as e:
