@@ -15,7 +15,11 @@ Ladder rows (completed / off-road / at fault % and pairs):
 - the IDM ego on the drivable pairs (a route along its logged path where the lane graph has none).
 Then, on the drivable pairs, the policy's off-road and at-fault rates by bucket of the start
 statistics it depends on (cp_jax.scenarios.stats: start offset, heading error, speed, edge clearance,
-density, path curvature): which conditions its failures concentrate in.
+density, path curvature): which conditions its failures concentrate in. Last, how its failures happen:
+each at-fault collision by the classifier rule that decided it (cp_jax.bench.metrics: a stopped
+partner, a pedestrian / cyclist, running into a moving partner ahead, contact while changing lanes)
+with the ego's and the partner's speeds; each off-road exit's speed and the heading change of the
+driven path before it; and the share of failures from the scene with the most pairs.
 """
 
 from __future__ import annotations
@@ -25,11 +29,14 @@ import dataclasses
 import json
 import os
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from cp_jax.bench import episodes, suite
+from cp_jax.bench import metrics as bench_metrics
 from cp_jax.scenarios import stats as stats_lib
-from cp_jax.sim import conditions
+from cp_jax.sim import conditions, env
 
 BUCKETS = dict(start_offset=(0.5, 1.0), start_heading_error=(3.0, 10.0), start_speed=(8.0, 15.0),
                edge_clearance=(0.5, 1.5), density=(5.0, 15.0), path_curvature=(0.5, 2.0))
@@ -41,6 +48,45 @@ def rates(m: dict, keep: np.ndarray | None = None) -> dict:
     pct = lambda k: round(100.0 * float(np.mean(m[k][keep])), 1) if n else float("nan")  # noqa: E731
     return dict(pairs=n, completed=pct("goal"), offroad=pct("offroad"), at_fault=pct("at_fault"),
                 timeout=pct("timeout"))
+
+
+def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarray, cfg) -> dict:
+    """The failures of one run of pairs (scene [P], ego [P]): at-fault collisions by deciding rule with
+    the median ego / partner speed (m/s) at contact, off-road exits with the median exit speed and path
+    heading change (deg), and the share of each failure from the scene with the most pairs."""
+    m = run.metrics
+
+    def features(rec, s, e):
+        return bench_metrics.collision_features(rec, env.take_scenario(bank, s), e, cfg)
+
+    f = {k: np.asarray(v) for k, v in jax.jit(jax.vmap(features))(
+        run.record, jnp.asarray(scene, jnp.int32), jnp.asarray(ego, jnp.int32)).items()}
+    changing = f["straddling"] & (f["drift"] > bench_metrics.DRIFT)
+    ahead = (f["bearing"] < bench_metrics.FRONT_BEARING) & (f["closing"] > bench_metrics.CLOSING_SPEED)
+    rule = np.where(f["partner_stopped"], "stopped partner", np.where(
+        f["partner_vru"], "pedestrian / cyclist", np.where(ahead, "into a moving partner ahead", np.where(
+            changing, "changing lanes", "other"))))
+    fault = m["at_fault"] > 0
+    by_rule = {}
+    for r in dict.fromkeys(rule[fault]):
+        k = fault & (rule == r)
+        by_rule[r] = dict(n=int(k.sum()), ego_speed=round(float(np.median(f["ego_speed"][k])), 1),
+                          partner_speed=round(float(np.median(f["partner_speed"][k])), 1))
+    off = m["offroad"] > 0
+    alive = np.asarray(run.record.alive)[np.arange(len(ego)), :, ego]  # [P, T + 1]
+    last = np.maximum(alive.sum(1) - 1, 0)  # the exit row (removed on the event)
+    rows = np.arange(len(ego))
+    speed = np.asarray(run.record.speed)[rows, :, ego]
+    yaw = np.unwrap(np.asarray(run.record.yaw)[rows, :, ego], axis=1)
+    turn = np.degrees(np.abs(yaw[rows, last] - yaw[:, 0]))
+    top = np.bincount(scene).argmax()
+    share = lambda k: round(float((k & (scene == top)).sum() / max(k.sum(), 1)), 2)  # noqa: E731
+    return dict(at_fault=by_rule, offroad=dict(
+        n=int(off.sum()), exit_speed=round(float(np.median(speed[rows, last][off])), 1) if off.any() else None,
+        reversing=int((speed[rows, last][off] < 0).sum()),
+        heading_change=round(float(np.median(turn[off])), 1) if off.any() else None),
+        top_scene=dict(scene=int(top), pairs=int((scene == top).sum()), at_fault_share=share(fault),
+                       offroad_share=share(off)))
 
 
 def main():
@@ -76,7 +122,8 @@ def main():
         rows["road view as built"] = rates(m)
         m = episodes.run(ego, regime, traffic, cut.bank, sp.scene, sp.ego, normal, 0, cfg).metrics
         rows["road view as trained"] = rates(m)
-        m = episodes.run(ego, regime, traffic, kept.bank, ks.scene, ks.ego, normal, 0, cfg).metrics
+        run = episodes.run(ego, regime, traffic, kept.bank, ks.scene, ks.ego, normal, 0, cfg)
+        m = run.metrics
         rows["drivable pairs"] = rates(m)
         mi = episodes.run(idm, regime, traffic, kept.bank, ks.scene, ks.ego, normal, 0, cfg).metrics
         rows["IDM ego, drivable pairs"] = rates(mi)
@@ -86,7 +133,8 @@ def main():
             x = per_pair[stat]
             by[stat] = {f"< {lo}": rates(m, x < lo), f"{lo}-{hi}": rates(m, (x >= lo) & (x <= hi)),
                         f"> {hi}": rates(m, x > hi)}
-        out["regimes"][regime] = dict(ladder=rows, by_start_statistic=by)
+        out["regimes"][regime] = dict(ladder=rows, by_start_statistic=by,
+                                      failures=how_they_fail(run, kept.bank, ks.scene, ks.ego, cfg))
     for regime, r in out["regimes"].items():
         print(f"== {regime} traffic ({a.split} split of {a.scenes})")
         for name, v in r["ladder"].items():
@@ -95,6 +143,14 @@ def main():
         for stat, buckets in r["by_start_statistic"].items():
             print(f"  {stat:22s} " + "  ".join(f"{b}: n {v['pairs']} off-road {v['offroad']} at fault {v['at_fault']}"
                                                for b, v in buckets.items()))
+        fl = r["failures"]
+        print("  at fault by rule: " + "; ".join(f"{k} {v['n']} (ego {v['ego_speed']} m/s, partner "
+                                                 f"{v['partner_speed']})" for k, v in fl["at_fault"].items()))
+        print(f"  off-road: {fl['offroad']['n']} exits at a median {fl['offroad']['exit_speed']} m/s, "
+              f"{fl['offroad']['reversing']} reversing, median heading change {fl['offroad']['heading_change']} deg; "
+              f"scene {fl['top_scene']['scene']} ({fl['top_scene']['pairs']} pairs) holds "
+              f"{fl['top_scene']['at_fault_share']:.0%} of the at-fault and "
+              f"{fl['top_scene']['offroad_share']:.0%} of the off-road")
     print(excluded[a.split].line(a.split) + f"; {out['ego_route_from_log']} drivable egos have no lane route")
     if a.json:
         print(json.dumps(out))
