@@ -18,8 +18,8 @@ statistics it depends on (cp_jax.scenarios.stats: start offset, heading error, s
 density, path curvature): which conditions its failures concentrate in. Last, how its failures happen:
 each at-fault collision by the classifier rule that decided it (cp_jax.bench.metrics: a stopped
 partner, a pedestrian / cyclist, running into a moving partner ahead, contact while changing lanes)
-with the ego's and the partner's speeds; each off-road exit's speed and the heading change of the
-driven path before it; and the share of failures from the scene with the most pairs.
+with the ego's and the partner's speeds; each off-road exit's speed and the net heading change from
+the start to it; and the share of failures from the scene with the most pairs.
 """
 
 from __future__ import annotations
@@ -52,15 +52,16 @@ def rates(m: dict, keep: np.ndarray | None = None) -> dict:
 
 def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarray, cfg) -> dict:
     """The failures of one run of pairs (scene [P], ego [P]): at-fault collisions by deciding rule with
-    the median ego / partner speed (m/s) at contact, off-road exits with the median exit speed and path
-    heading change (deg), and the share of each failure from the scene with the most pairs."""
+    the median ego / partner speed (m/s) at contact, off-road exits with the median exit speed and net
+    heading change from the start (deg), and the share of each failure from the scene with the most
+    pairs. run.record holds [P, T + 1, A] rows."""
     m = run.metrics
 
-    def features(rec, s, e):
+    def features(rec, s, e, bank):
         return bench_metrics.collision_features(rec, env.take_scenario(bank, s), e, cfg)
 
-    f = {k: np.asarray(v) for k, v in jax.jit(jax.vmap(features))(
-        run.record, jnp.asarray(scene, jnp.int32), jnp.asarray(ego, jnp.int32)).items()}
+    f = {k: np.asarray(v) for k, v in jax.jit(jax.vmap(features, in_axes=(0, 0, 0, None)))(
+        run.record, jnp.asarray(scene, jnp.int32), jnp.asarray(ego, jnp.int32), bank).items()}
     changing = f["straddling"] & (f["drift"] > bench_metrics.DRIFT)
     ahead = (f["bearing"] < bench_metrics.FRONT_BEARING) & (f["closing"] > bench_metrics.CLOSING_SPEED)
     rule = np.where(f["partner_stopped"], "stopped partner", np.where(
@@ -73,9 +74,9 @@ def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarr
         by_rule[r] = dict(n=int(k.sum()), ego_speed=round(float(np.median(f["ego_speed"][k])), 1),
                           partner_speed=round(float(np.median(f["partner_speed"][k])), 1))
     off = m["offroad"] > 0
-    alive = np.asarray(run.record.alive)[np.arange(len(ego)), :, ego]  # [P, T + 1]
-    last = np.maximum(alive.sum(1) - 1, 0)  # the exit row (removed on the event)
     rows = np.arange(len(ego))
+    t1 = np.asarray(run.record.speed).shape[1]
+    last = np.clip(np.asarray(run.record.first_offroad_t)[rows, ego], 0, t1 - 1)  # the exit row (post-step pose)
     speed = np.asarray(run.record.speed)[rows, :, ego]
     yaw = np.unwrap(np.asarray(run.record.yaw)[rows, :, ego], axis=1)
     turn = np.degrees(np.abs(yaw[rows, last] - yaw[:, 0]))

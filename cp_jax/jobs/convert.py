@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from cp_jax.sim import types
 
 FORMATS = ("gpudrive_json", "tfexample", "procedural")
+MIN_SEGMENT = 0.1  # m: the shortest --max_segment (finer cuts only multiply the segments)
 
 
 def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
@@ -28,8 +29,8 @@ def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
     readers' 10 m). Raises ValueError for a bad selection, folder or length (before anything is read)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
-    if max_segment is not None and not max_segment > 0.0:
-        raise ValueError(f"--max_segment must be > 0 m, got {max_segment}")
+    if max_segment is not None and not max_segment >= MIN_SEGMENT:
+        raise ValueError(f"--max_segment must be >= {MIN_SEGMENT} m, got {max_segment}")
     return list(_sources(fmt, src, n_procedural, select, max_segment))
 
 
