@@ -421,6 +421,9 @@ def test_max_segment_splits_the_roads_without_moving_them(tmp_path):
     scenes = convert.sources("gpudrive_json", str(tmp_path), 0, "", 2.5)
     raw, _ = scenes[0][1]()
     np.testing.assert_array_equal(raw.lanes[0], fine.lanes[0])
+    cfg = types.SimConfig(max_agents=8, max_road_segments=512, max_lanes=8)
+    convert.convert(str(tmp_path / "cache"), cfg, scenes, dict(max_segment=2.5))
+    assert json.loads((tmp_path / "cache" / "report.json").read_text())["options"] == {"max_segment": 2.5}
 
 
 @needs_data

@@ -79,9 +79,9 @@ def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
             yield f"{os.path.basename(path)}#{k}", read
 
 
-def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]]) -> dict:
-    """Convert `scenes` (from `sources`) into a cache in out and write out/report.json; returns the
-    summary. Refuses a folder that already holds a cache."""
+def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], options: dict | None = None) -> dict:
+    """Convert `scenes` (from `sources`) into a cache in out and write out/report.json (with options, the
+    reading settings, e.g. max_segment); returns the summary. Refuses a folder that already holds a cache."""
     from cp_jax.scenarios import cache
     from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config
 
@@ -120,5 +120,5 @@ def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]]) 
                    truncated_objects=sum(r["truncated_objects"] for r in converted),
                    truncated_segments=sum(r["truncated_segments"] for r in converted))
     with open(os.path.join(out, "report.json"), "w") as f:
-        json.dump(dict(summary=summary, sim_config=cfg.__dict__, scenes=report), f, indent=2)
+        json.dump(dict(summary=summary, sim_config=cfg.__dict__, options=options or {}, scenes=report), f, indent=2)
     return summary
