@@ -16,8 +16,8 @@ Ladder rows (completed / off-road / at fault % and pairs):
 Then, on the drivable pairs, the policy's off-road and at-fault rates by bucket of the start
 statistics it depends on (cp_jax.scenarios.stats: start offset, heading error, speed, edge clearance,
 density, path curvature): which conditions its failures concentrate in. Last, how its failures happen:
-each at-fault collision by the classifier rule that decided it (cp_jax.bench.metrics: a stopped
-partner, a pedestrian / cyclist, running into a moving partner ahead, contact while changing lanes)
+each at-fault collision by the classifier rule that decided it (cp_jax.bench.metrics.fault_rule: a
+stopped partner, a pedestrian / cyclist, running into a moving partner ahead, contact while changing lanes)
 with the ego's and the partner's speeds; each off-road exit's speed and the net heading change from
 the start to it; and the share of failures from the scene with the most pairs.
 """
@@ -60,13 +60,12 @@ def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarr
     def features(rec, s, e, bank):
         return bench_metrics.collision_features(rec, env.take_scenario(bank, s), e, cfg)
 
-    f = {k: np.asarray(v) for k, v in jax.jit(jax.vmap(features, in_axes=(0, 0, 0, None)))(
-        run.record, jnp.asarray(scene, jnp.int32), jnp.asarray(ego, jnp.int32), bank).items()}
-    changing = f["straddling"] & (f["drift"] > bench_metrics.DRIFT)
-    ahead = (f["bearing"] < bench_metrics.FRONT_BEARING) & (f["closing"] > bench_metrics.CLOSING_SPEED)
-    rule = np.where(f["partner_stopped"], "stopped partner", np.where(
-        f["partner_vru"], "pedestrian / cyclist", np.where(ahead, "into a moving partner ahead", np.where(
-            changing, "changing lanes", "other"))))
+    f = jax.jit(jax.vmap(features, in_axes=(0, 0, 0, None)))(
+        run.record, jnp.asarray(scene, jnp.int32), jnp.asarray(ego, jnp.int32), bank)
+    number, changing = (np.asarray(x) for x in jax.vmap(bench_metrics.fault_rule)(f))
+    f = {k: np.asarray(v) for k, v in f.items()}
+    names = np.asarray(bench_metrics.RULES)[number]
+    rule = np.where(changing & ((number == 3) | (number == 5)), "changing lanes", names)  # their at-fault case
     fault = m["at_fault"] > 0
     by_rule = {}
     for r in dict.fromkeys(rule[fault]):
@@ -75,16 +74,16 @@ def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarr
                           partner_speed=round(float(np.median(f["partner_speed"][k])), 1))
     off = m["offroad"] > 0
     rows = np.arange(len(ego))
-    t1 = np.asarray(run.record.speed).shape[1]
-    last = np.clip(np.asarray(run.record.first_offroad_t)[rows, ego], 0, t1 - 1)  # the exit row (post-step pose)
-    speed = np.asarray(run.record.speed)[rows, :, ego]
+    speed = np.asarray(run.record.speed)[rows, :, ego]  # [P, T + 1]
+    last = np.clip(np.asarray(run.record.first_offroad_t)[rows, ego], 0, speed.shape[1] - 1)  # the exit row
+    exit_speed = speed[rows, last]
     yaw = np.unwrap(np.asarray(run.record.yaw)[rows, :, ego], axis=1)
     turn = np.degrees(np.abs(yaw[rows, last] - yaw[:, 0]))
     top = np.bincount(scene).argmax()
     share = lambda k: round(float((k & (scene == top)).sum() / max(k.sum(), 1)), 2)  # noqa: E731
     return dict(at_fault=by_rule, offroad=dict(
-        n=int(off.sum()), exit_speed=round(float(np.median(speed[rows, last][off])), 1) if off.any() else None,
-        reversing=int((speed[rows, last][off] < 0).sum()),
+        n=int(off.sum()), exit_speed=round(float(np.median(exit_speed[off])), 1) if off.any() else None,
+        reversing=int((exit_speed[off] < 0).sum()),
         heading_change=round(float(np.median(turn[off])), 1) if off.any() else None),
         top_scene=dict(scene=int(top), pairs=int((scene == top).sum()), at_fault_share=share(fault),
                        offroad_share=share(off)))

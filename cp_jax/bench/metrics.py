@@ -74,8 +74,8 @@ from cp_jax.sim.reward import comfort_violations  # the reward's comfort rule
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimState
 
 __all__ = [
-    "EpisodeRecord", "record_from_states", "collision_features", "at_fault", "at_fault_in", "changing_lanes",
-    "subscores", "episode_metrics", "METRIC_KEYS", "LANE_WIDTH",
+    "EpisodeRecord", "record_from_states", "collision_features", "RULES", "fault_rule", "at_fault", "at_fault_in",
+    "changing_lanes", "subscores", "episode_metrics", "METRIC_KEYS", "LANE_WIDTH",
 ]
 
 LANE_WIDTH = 3.7  # m, assumed for every lane (the scenes carry no lane widths)
@@ -174,18 +174,28 @@ def collision_features(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, c
     )
 
 
-def at_fault(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg: SimConfig) -> jax.Array:
-    """[] bool: the ego is at fault for its first collision (False when it never collided).
-    The rules, in priority order, are in the module docstring."""
-    f = collision_features(rec, scenario, ego, cfg)
+RULES = ("stopped ego", "stopped partner", "pedestrian / cyclist", "rear-ended", "into a moving partner ahead",
+         "lateral or not closing")  # rules 1-6 of the module docstring, as `fault_rule` numbers them (0-5)
+
+
+def fault_rule(f: dict) -> tuple[jax.Array, jax.Array]:
+    """(rule [] int32 in 0..5, the index into RULES of the first rule that applies; changing lanes [] bool)
+    for `collision_features` f. Rule 0 is never at fault; 1, 2 and 4 always; 3 and 5 when changing lanes."""
     has_partner = f["partner"] >= 0
     changing = f["straddling"] & (f["drift"] > DRIFT)
     rear = has_partner & (f["bearing"] > REAR_BEARING)
     frontal = has_partner & (f["bearing"] < FRONT_BEARING) & (f["closing"] > CLOSING_SPEED)
-    verdict = jnp.where(rear, changing, frontal | changing)  # rules 4-6
-    verdict = jnp.where(has_partner & f["partner_vru"], True, verdict)  # rule 3
-    verdict = jnp.where(has_partner & f["partner_stopped"], True, verdict)  # rule 2
-    verdict = jnp.where(f["ego_stopped"], False, verdict)  # rule 1
+    rule = jnp.select([f["ego_stopped"], has_partner & f["partner_stopped"], has_partner & f["partner_vru"],
+                       rear, frontal], [0, 1, 2, 3, 4], 5)
+    return rule.astype(jnp.int32), changing
+
+
+def at_fault(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg: SimConfig) -> jax.Array:
+    """[] bool: the ego is at fault for its first collision (False when it never collided).
+    The rules, in priority order, are in the module docstring (`fault_rule` says which decided)."""
+    f = collision_features(rec, scenario, ego, cfg)
+    rule, changing = fault_rule(f)
+    verdict = (rule == 1) | (rule == 2) | (rule == 4) | (((rule == 3) | (rule == 5)) & changing)
     return f["collided"] & verdict
 
 
