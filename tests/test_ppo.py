@@ -421,6 +421,50 @@ def test_collision_gain_charges_a_collision_by_the_condition():
         shaping.make(collision_gain=-1.0)
 
 
+def test_time_to_collision_sees_only_objects_ahead_in_the_path():
+    """time_to_collision: the gap (less half the two lengths) over the closing speed along the agent's
+    heading, to the nearest object ahead within the two half-widths + PATH_MARGIN (2.3 m here); inf
+    when nothing ahead closes in; an oncoming car closes at the sum of the speeds; gone objects and
+    gone agents are out."""
+    # 0 follows 1 (0.5 m aside); 2 stands beside 0's path (2.6 m aside) and behind 1; 3 follows 0;
+    # 4 comes the other way at 100 m; 5 pulls away from 0 and 1 at 30 m/s.
+    xy = jnp.array([[[0.0, 0.0], [20.0, 0.5], [10.0, 2.6], [-10.0, 0.0], [100.0, 0.0], [30.0, 0.0]]])
+    yaw = jnp.array([[0.0, 0.0, 0.0, 0.0, np.pi, 0.0]])
+    speed = jnp.array([[15.0, 10.0, 0.0, 20.0, 5.0, 30.0]])
+    size = SimpleNamespace(size=jnp.tile(jnp.array([4.5, 2.0]), (1, 6, 1)))
+    alive = jnp.ones((1, 6), bool)
+    ttc = np.asarray(shaping.time_to_collision(SimpleNamespace(xy=xy, yaw=yaw, speed=speed, alive=alive), size))
+    want = [15.5 / 5.0, 75.5 / 15.0, np.inf, 5.5 / 5.0, 65.5 / 35.0, 65.5 / 35.0]
+    np.testing.assert_allclose(ttc[0], want, rtol=1e-5)
+    alive = alive.at[0, 1].set(False)
+    ttc = np.asarray(shaping.time_to_collision(SimpleNamespace(xy=xy, yaw=yaw, speed=speed, alive=alive), size))
+    np.testing.assert_allclose(ttc[0], [95.5 / 20.0, np.inf, np.inf, 5.5 / 5.0, 65.5 / 35.0, 65.5 / 35.0],
+                               rtol=1e-5)
+
+
+def test_ttc_gain_charges_closing_in_by_the_condition():
+    """ttc_gain charges gain x dt x max(0, 1 - ttc / horizon) per step (x alpha_coll / 3 by weight): a car
+    at 10 m/s 12 m behind a stopped one is charged, a lone car far away is not; the same episodes under
+    twice the gain cost twice as much; the fixed-reward baseline gets no ttc cost."""
+    scene = straight_road([(10.0, -2.0, 0.0, 10.0), (26.0, -2.0, 0.0, 0.0), (150.0, 2.0, np.pi, 5.0)],
+                          goals=[(60.0, -2.0), (27.0, -2.0), (100.0, 2.0)], name="closing")
+    bank, net = make_bank([scene], SIM), networks.ActorCritic(NET)
+    runner, _, outs = _shaped_rollouts(bank, net, _cfg(num_envs=2), 0, [
+        shaping.none(), shaping.make(ttc_gain=1.0), shaping.make(ttc_gain=2.0),
+        shaping.make(ttc_gain=1.0, gain_by_weight=True)])
+    base, one, two, by_weight = (np.asarray(batch.reward) for _, batch in outs)
+    extra = one - base  # [T, B, A]
+    assert (extra[0, :, 0] < -1e-3).all()  # the follower, at 1.15 s from the stopped car after one step
+    assert extra[0, 0, 0] >= -SIM.dt - 1e-6
+    np.testing.assert_array_equal(extra[:, :, 2], 0.0)
+    np.testing.assert_allclose(two - base, 2.0 * extra, atol=1e-6)
+    alpha = np.asarray(conditions.field(runner.env.cond, "alpha_coll"))  # [B, A]
+    np.testing.assert_allclose(by_weight - base, extra * alpha[None] / 3.0, atol=1e-6)
+    assert float(shaping.from_config({"ttc_gain": 1.0}, conditioned=False).ttc_gain) == 0.0
+    with pytest.raises(ValueError, match="ttc_horizon"):
+        shaping.make(ttc_horizon=0.0)
+
+
 def test_start_noise_moves_only_fresh_policy_starts():
     """PPOConfig's start noise reaches the envs' fresh episodes (the same scenes, conditions and keys)."""
     bank = _bank()
