@@ -30,7 +30,7 @@ LAYOUT_KINDS = (
 )
 # Kinds outside the default cycle (procedural banks and seeded choices use LAYOUT_KINDS, so the scenes
 # of every existing seed stay what they were); a config opts in with scenes.kinds.
-EXTRA_KINDS = ("highway",)
+EXTRA_KINDS = ("highway", "highway_jam")
 ALL_KINDS = LAYOUT_KINDS + EXTRA_KINDS
 
 LANE_STEP = 5.0  # m between points of straight lanes
@@ -72,6 +72,9 @@ class Layout:
     # m of route the IDM run that makes the logs needs (None: SimConfig's default 96 points x 2 m): IDM
     # brakes for a route's end as for a stopped car, so a fast layout's routes must run to the road's end
     log_route_length: float | None = None
+    # share of the agents whose IDM desired speed falls during the log (`generator.desired_schedule`): the
+    # logged traffic brakes in waves that the cars behind it must follow
+    slowdown: float = 0.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -210,6 +213,7 @@ class _Builder:
         self.desired_speed = Layout.desired_speed
         self.start_speed = Layout.start_speed
         self.log_route_length = Layout.log_route_length
+        self.slowdown = Layout.slowdown
 
     def lane(self, poly: np.ndarray) -> int:
         self.lanes.append(np.asarray(poly, float))
@@ -267,6 +271,7 @@ class _Builder:
             desired_speed=self.desired_speed,
             start_speed=self.start_speed,
             log_route_length=self.log_route_length,
+            slowdown=self.slowdown,
         )
 
 
@@ -750,6 +755,14 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
     b.log_route_length = polyline_length(centre)
 
 
+def _highway_jam(b: _Builder, rng: np.random.Generator, w: float) -> None:
+    """A `_highway` road in dense-traffic speeds: desired speeds 10-18 m/s, starts at 8-16 m/s (the real
+    validation's densest highway flows at 11-14 m/s), and 40% of the cars slow to 30-70% of their desired
+    speed at some point of the log, so the cars behind them close in at 3-10 m/s and must brake."""
+    _highway(b, rng, w)
+    b.desired_speed, b.start_speed, b.slowdown = (10.0, 18.0), (8.0, 16.0), 0.4
+
+
 def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
     """[n] weight in [0, 1]: 0 up to a - ramp, a cosine rise to 1 at a, 1 on [a, b], back down
     to 0 at b + ramp. Its slope is zero where the ramps start and end (no kink in the lane)."""
@@ -826,6 +839,7 @@ _GENERATORS = MappingProxyType({
     "left_turn": _left_turn,
     "narrow_passage": _narrow_passage,
     "highway": _highway,
+    "highway_jam": _highway_jam,
 })
 
 
