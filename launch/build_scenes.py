@@ -35,7 +35,6 @@ FLAGS = flags.FLAGS
 
 def main(_):
     from cp_jax.jobs import convert
-    from cp_jax.scenarios.readers import common
     from cp_jax.sim import types
 
     cells = {k: getattr(FLAGS, k) for k in ("cell_edges", "cell_lanes") if getattr(FLAGS, k) is not None}
@@ -44,7 +43,7 @@ def main(_):
                               max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps, episode_steps=FLAGS.log_steps - 1,
                               **cells)
         scenes = convert.sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files, FLAGS.max_segment)
-        options = {} if FLAGS.format == "procedural" else dict(max_segment=FLAGS.max_segment or common.MAX_SEGMENT)
+        options = convert.reading_options(FLAGS.format, FLAGS.max_segment)
         summary = convert.convert(FLAGS.out, cfg, scenes, options)
     except ValueError as e:
         raise app.UsageError(str(e)) from None

@@ -34,11 +34,17 @@ def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
     return list(_sources(fmt, src, n_procedural, select, max_segment))
 
 
-def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
-             max_segment: float | None) -> Iterator[tuple[str, Callable]]:
+def reading_options(fmt: str, max_segment: float | None) -> dict:
+    """The reading settings a cache of `fmt` is built with, as report.json records them: the road segment
+    length the readers use (max_segment, None: their default); none for procedural scenes."""
     from cp_jax.scenarios.readers import common
 
-    seg = common.MAX_SEGMENT if max_segment is None else max_segment
+    return {} if fmt == "procedural" else dict(max_segment=common.MAX_SEGMENT if max_segment is None else max_segment)
+
+
+def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
+             max_segment: float | None) -> Iterator[tuple[str, Callable]]:
+    seg = reading_options(fmt, max_segment).get("max_segment")
     if fmt == "procedural":
         if select:
             raise ValueError("--files selects files of --src; --format=procedural has none (use --procedural_scenes)")
