@@ -18,8 +18,9 @@ statistics it depends on (cp_jax.scenarios.stats: start offset, heading error, s
 density, path curvature): which conditions its failures concentrate in. Last, how its failures happen:
 each at-fault collision by the classifier rule that decided it (cp_jax.bench.metrics.fault_rule: a
 stopped partner, a pedestrian / cyclist, running into a moving partner ahead, contact while changing lanes)
-with the ego's and the partner's speeds; each off-road exit's speed and the net heading change from
-the start to it; and the share of failures from the scene with the most pairs.
+with the ego's and the partner's speeds and how hard each braked in the second before contact; each
+off-road exit's speed and the net heading change from the start to it; and the share of failures from
+the scene with the most pairs.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from cp_jax.bench import metrics as bench_metrics
 from cp_jax.scenarios import stats as stats_lib
 from cp_jax.sim import conditions, env
 
+BRAKE_WINDOW = 10  # steps (1 s) before a collision over which the ego's and the partner's slowing is measured
 BUCKETS = dict(start_offset=(0.5, 1.0), start_heading_error=(3.0, 10.0), start_speed=(8.0, 15.0),
                edge_clearance=(0.5, 1.5), density=(5.0, 15.0), path_curvature=(0.5, 2.0))
 
@@ -67,14 +69,22 @@ def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarr
     names = np.asarray(bench_metrics.RULES)[number]
     rule = np.where(changing & ((number == 3) | (number == 5)), "changing lanes", names)  # their at-fault case
     fault = m["at_fault"] > 0
+    rows = np.arange(len(ego))
+    all_speed = np.asarray(run.record.speed)  # [P, T + 1, A]
+    speed = all_speed[rows, :, ego]  # [P, T + 1]
+    hit_t = np.clip(np.asarray(run.record.first_collision_t)[rows, ego], 0, speed.shape[1] - 1)
+    partner = np.maximum(np.asarray(run.record.collision_partner)[rows, ego], 0)
+    before = np.maximum(hit_t - BRAKE_WINDOW, 0)
+    window = np.maximum(hit_t - before, 1) * cfg.dt  # s (shorter for a contact in the first second)
+    ego_brake = (speed[rows, before] - speed[rows, hit_t]) / window  # m/s^2 of slowing before contact
+    partner_brake = (all_speed[rows, before, partner] - all_speed[rows, hit_t, partner]) / window
     by_rule = {}
     for r in dict.fromkeys(rule[fault]):
         k = fault & (rule == r)
-        by_rule[r] = dict(n=int(k.sum()), ego_speed=round(float(np.median(f["ego_speed"][k])), 1),
-                          partner_speed=round(float(np.median(f["partner_speed"][k])), 1))
+        med = lambda x, k=k: round(float(np.median(x[k])), 1)  # noqa: E731
+        by_rule[r] = dict(n=int(k.sum()), ego_speed=med(f["ego_speed"]), partner_speed=med(f["partner_speed"]),
+                          ego_brake=med(ego_brake), partner_brake=med(partner_brake))
     off = m["offroad"] > 0
-    rows = np.arange(len(ego))
-    speed = np.asarray(run.record.speed)[rows, :, ego]  # [P, T + 1]
     last = np.clip(np.asarray(run.record.first_offroad_t)[rows, ego], 0, speed.shape[1] - 1)  # the exit row
     exit_speed = speed[rows, last]
     yaw = np.unwrap(np.asarray(run.record.yaw)[rows, :, ego], axis=1)
@@ -144,8 +154,9 @@ def main():
             print(f"  {stat:22s} " + "  ".join(f"{b}: n {v['pairs']} off-road {v['offroad']} at fault {v['at_fault']}"
                                                for b, v in buckets.items()))
         fl = r["failures"]
-        print("  at fault by rule: " + "; ".join(f"{k} {v['n']} (ego {v['ego_speed']} m/s, partner "
-                                                 f"{v['partner_speed']})" for k, v in fl["at_fault"].items()))
+        print("  at fault by rule: " + "; ".join(
+            f"{k} {v['n']} (ego {v['ego_speed']} m/s braking {v['ego_brake']} m/s^2 in the last second, partner "
+            f"{v['partner_speed']} m/s braking {v['partner_brake']})" for k, v in fl["at_fault"].items()))
         print(f"  off-road: {fl['offroad']['n']} exits at a median {fl['offroad']['exit_speed']} m/s, "
               f"{fl['offroad']['reversing']} reversing, median heading change {fl['offroad']['heading_change']} deg; "
               f"scene {fl['top_scene']['scene']} ({fl['top_scene']['pairs']} pairs) holds "

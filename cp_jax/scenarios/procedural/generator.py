@@ -63,7 +63,7 @@ def tl_program(layout: layouts.Layout, n_steps: int, rng: np.random.Generator) -
 def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_GAP):
     """Starts (xy, yaw, speed), routes and priorities, at least min_gap apart.
 
-    By default an agent starts on its route's first (approach) lane, in its last 60%, so that it
+    By default an agent starts on its route's first (approach) lane, in its last 60% (layout.start_from), so that it
     reaches the junction / merge / ring within the episode and meets the others there; with
     whole_route anywhere along the route.
     """
@@ -77,7 +77,7 @@ def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_
         route = layout.routes[route_id]
         poly = _route_polyline(layout, route)
         span = _polyline_length(poly)[-1] if whole_route else _polyline_length(np.asarray(layout.lanes[route[0]]))[-1]
-        s = rng.uniform(0.0 if whole_route else 0.4 * span, span)
+        s = rng.uniform(0.0 if whole_route else layout.start_from * span, span)
         xy, yaw = _point_at(poly, s)
         if any(np.linalg.norm(xy - o) < min_gap for o in occupied):
             continue
