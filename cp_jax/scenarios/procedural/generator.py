@@ -63,7 +63,7 @@ def tl_program(layout: layouts.Layout, n_steps: int, rng: np.random.Generator) -
 def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_GAP):
     """Starts (xy, yaw, speed), routes and priorities, at least min_gap apart.
 
-    By default an agent starts on its route's first (approach) lane, in its last 60% (layout.start_from), so that it
+    By default an agent starts on its route's first (approach) lane, in its last 60%, so that it
     reaches the junction / merge / ring within the episode and meets the others there; with
     whole_route anywhere along the route.
     """
@@ -77,7 +77,7 @@ def _place_agents(layout, num_agents, rng, whole_route=False, min_gap=MIN_START_
         route = layout.routes[route_id]
         poly = _route_polyline(layout, route)
         span = _polyline_length(poly)[-1] if whole_route else _polyline_length(np.asarray(layout.lanes[route[0]]))[-1]
-        s = rng.uniform(0.0 if whole_route else layout.start_from * span, span)
+        s = rng.uniform(0.0 if whole_route else 0.4 * span, span)
         xy, yaw = _point_at(poly, s)
         if any(np.linalg.norm(xy - o) < min_gap for o in occupied):
             continue
@@ -109,40 +109,23 @@ def _sizing(num_objects: int, layout: layouts.Layout, n_steps: int) -> types.Sim
 
 @functools.partial(jax.jit, static_argnames=("cfg",))
 def _idm_log(scenario, desired_speed, cfg: types.SimConfig):
-    """Roll every controllable agent with IDM for the whole log (desired_speed [T - 1, A]: each step's
-    IDM desired speeds); returns per-step poses and events."""
+    """Roll every controllable agent with IDM for the whole log; returns per-step poses and events."""
     params = types.default_params()
+    params = params.replace(idm=params.idm.replace(desired_speed=desired_speed))
     cond = jnp.zeros((cfg.max_agents, types.COND_DIM)).at[:, 9].set(100.0)  # goal radius 0: never "at goal"
     ctrl = jnp.where(scenario.controllable, types.IDM, types.LOG)
     state = env.reset(scenario, jax.random.PRNGKey(0), cond, cfg)
     state = state.replace(controller=ctrl)
 
-    def body(s, v0):
-        p = params.replace(idm=params.idm.replace(desired_speed=v0))
-        s, out = env.step(s, jnp.zeros((cfg.max_agents,), jnp.int32), scenario, p, cfg)
+    def body(s, _):
+        s, out = env.step(s, jnp.zeros((cfg.max_agents,), jnp.int32), scenario, params, cfg)
         return s, (s.xy, s.yaw, s.speed, out.collided, out.offroad)
 
-    _, (xy, yaw, speed, collided, offroad) = jax.lax.scan(body, state, desired_speed)
+    _, (xy, yaw, speed, collided, offroad) = jax.lax.scan(body, state, None, length=cfg.log_steps - 1)
     return xy, yaw, speed, collided, offroad
 
 
 WARMUP_STEPS = 20  # IDM runs 2 s before the log starts, so starting speeds fit the traffic
-SLOW_FACTOR = (0.3, 0.7)  # a slowing car's new desired speed, share of its old one
-SLOW_RAMP = (2.0, 4.0)  # s over which its desired speed falls
-
-
-def desired_schedule(desired, slow, n_steps: int) -> np.ndarray:
-    """[n_steps, n] IDM desired speed per step: desired [n] m/s, held, except for the agents with a
-    slowdown slow[i] = (start step, factor, ramp steps), whose desired speed falls linearly from
-    desired[i] to factor x desired[i] over the ramp from the start step (None: no slowdown)."""
-    t = np.arange(n_steps)[:, None]
-    out = np.tile(np.asarray(desired, np.float32), (n_steps, 1))
-    for i, sd in enumerate(slow):
-        if sd is not None:
-            start, factor, ramp = sd
-            frac = np.clip((t[:, 0] - start) / ramp, 0.0, 1.0)
-            out[:, i] = desired[i] * (1.0 - (1.0 - factor) * frac)
-    return out
 
 
 def generate(
@@ -172,26 +155,21 @@ def generate(
     total = log_steps + WARMUP_STEPS
     tl = tl_program(layout, total, rng)
     name = f"{kind}_{seed}"
-    slow = [None] * len(agents)
-    if layout.slowdown > 0.0:  # drawn after everything else: the other layouts' scenes stay as they were
-        slow = [(int(rng.integers(WARMUP_STEPS, WARMUP_STEPS + log_steps // 2)), float(rng.uniform(*SLOW_FACTOR)),
-                 float(rng.uniform(*SLOW_RAMP)) / 0.1) if rng.random() < layout.slowdown else None for _ in agents]
-    drive = list(zip(desired, slow, strict=True))
-    raw, logs, agents, drive = _clean_run(layout, agents, drive, tl, total, name, max_rounds)
+    raw, logs, agents, desired = _clean_run(layout, agents, desired, tl, total, name, max_rounds)
     if max_objects is not None and raw.num_objects > max_objects:
         keep = max(max_objects - len(layout.parked), 0)
-        raw, logs, agents, drive = _clean_run(layout, agents[:keep], drive[:keep], tl, total, name, max_rounds)
+        raw, logs, agents, desired = _clean_run(layout, agents[:keep], desired[:keep], tl, total, name, max_rounds)
     return _trim(_with_logs(raw, len(agents), *logs), WARMUP_STEPS)
 
 
-def _clean_run(layout, agents, drive, tl, total, name, max_rounds):
-    """generate()'s IDM runs until no agent collides or leaves the road. drive: per agent (desired speed,
-    slowdown or None; `desired_schedule`). -> (raw, (xy, yaw, speed) of the last run, agents, drive)."""
+def _clean_run(layout, agents, desired, tl, total, name, max_rounds):
+    """generate()'s IDM runs until no agent collides or leaves the road. -> (raw, (xy, yaw, speed)
+    of the last run, agents, desired speeds)."""
     for round_ in range(10 * max_rounds):
         raw = _assemble(layout, agents, list(layout.parked), tl, total, name)
         cfg = _sizing(raw.num_objects, layout, total)
-        speeds = np.zeros((total - 1, cfg.max_agents), np.float32)
-        speeds[:, : len(agents)] = desired_schedule([d for d, _ in drive], [s for _, s in drive], total - 1)
+        speeds = np.zeros(cfg.max_agents, np.float32)
+        speeds[: len(agents)] = desired
         xy, yaw, speed, collided, offroad = jax.device_get(
             _idm_log(build_scenario(raw, cfg), jnp.asarray(speeds), cfg)
         )
@@ -201,8 +179,8 @@ def _clean_run(layout, agents, drive, tl, total, name, max_rounds):
         order = sorted(bad, key=lambda i: (-agents[i][4], -i))  # yielding ones, then later ones
         drop = set(order if round_ >= max_rounds else order[: max(1, len(bad) // 2)])
         agents = [a for i, a in enumerate(agents) if i not in drop]
-        drive = [d for i, d in enumerate(drive) if i not in drop]
-    return raw, (xy, yaw, speed), agents, drive
+        desired = [d for i, d in enumerate(desired) if i not in drop]
+    return raw, (xy, yaw, speed), agents, desired
 
 
 def _trim(raw: RawScene, start: int) -> RawScene:

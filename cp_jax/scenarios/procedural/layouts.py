@@ -30,7 +30,7 @@ LAYOUT_KINDS = (
 )
 # Kinds outside the default cycle (procedural banks and seeded choices use LAYOUT_KINDS, so the scenes
 # of every existing seed stay what they were); a config opts in with scenes.kinds.
-EXTRA_KINDS = ("highway", "highway_jam")
+EXTRA_KINDS = ("highway",)
 ALL_KINDS = LAYOUT_KINDS + EXTRA_KINDS
 
 LANE_STEP = 5.0  # m between points of straight lanes
@@ -72,10 +72,6 @@ class Layout:
     # m of route the IDM run that makes the logs needs (None: SimConfig's default 96 points x 2 m): IDM
     # brakes for a route's end as for a stopped car, so a fast layout's routes must run to the road's end
     log_route_length: float | None = None
-    # share of the agents whose IDM desired speed falls during the log (`generator.desired_schedule`): the
-    # logged traffic brakes in waves that the cars behind it must follow
-    slowdown: float = 0.0
-    start_from: float = 0.4  # agents start in the part of their route's first lane beyond this share of it
 
 
 # ----------------------------------------------------------------------------------------------
@@ -214,8 +210,6 @@ class _Builder:
         self.desired_speed = Layout.desired_speed
         self.start_speed = Layout.start_speed
         self.log_route_length = Layout.log_route_length
-        self.slowdown = Layout.slowdown
-        self.start_from = Layout.start_from
 
     def lane(self, poly: np.ndarray) -> int:
         self.lanes.append(np.asarray(poly, float))
@@ -273,8 +267,6 @@ class _Builder:
             desired_speed=self.desired_speed,
             start_speed=self.start_speed,
             log_route_length=self.log_route_length,
-            slowdown=self.slowdown,
-            start_from=self.start_from,
         )
 
 
@@ -729,7 +721,7 @@ def _path(pieces: list[tuple[float, float]], step: float) -> np.ndarray:
     return np.concatenate([pts[0][None], *pts[1:]])
 
 
-def _highway(b: _Builder, rng: np.random.Generator, w: float, both_ways: bool = True) -> None:
+def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
     """Divided highway, 2-3 lanes per direction, 450-600 m (up to ~820 m when its curves need it): a
     straight lead-in, then straight, one curve or an S of two (radius 300-800 m), a median strip between
     the carriageways; desired speeds 16-24 m/s, right-of-way starts at 14-22 m/s (the fast half of real
@@ -752,19 +744,10 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float, both_ways: bool = 
     middle = max(1, round(polyline_length(centre[first:last + 1]) / 150.0))
     sections = sorted({0, *(int(round(x)) for x in np.linspace(first, last, middle + 1)), m})
     fwd, bwd = _two_way_road(b, centre, n, w, shoulder, sections, median=median)
-    for lanes in fwd + bwd if both_ways else fwd:
+    for lanes in fwd + bwd:
         b.route(lanes, 0)
     b.desired_speed, b.start_speed = (16.0, 24.0), (14.0, 22.0)
     b.log_route_length = polyline_length(centre)
-
-
-def _highway_jam(b: _Builder, rng: np.random.Generator, w: float) -> None:
-    """A `_highway` road in dense traffic: every car drives one way, starting in the last 40% of its first
-    section (~70-90 m of 2-3 lanes: queues 10-30 m apart), desired speeds 10-18 m/s, starts at 8-16 m/s
-    (the real validation's densest highway flows at 11-14 m/s), and 40% of the cars slow to 30-70% of
-    their desired speed at some point of the log, so the cars behind them must follow and brake."""
-    _highway(b, rng, w, both_ways=False)
-    b.desired_speed, b.start_speed, b.slowdown, b.start_from = (10.0, 18.0), (8.0, 16.0), 0.4, 0.6
 
 
 def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
@@ -843,7 +826,6 @@ _GENERATORS = MappingProxyType({
     "left_turn": _left_turn,
     "narrow_passage": _narrow_passage,
     "highway": _highway,
-    "highway_jam": _highway_jam,
 })
 
 
