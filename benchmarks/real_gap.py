@@ -67,7 +67,7 @@ def how_they_fail(run: episodes.Episodes, bank, scene: np.ndarray, ego: np.ndarr
     number, changing = (np.asarray(x) for x in jax.vmap(bench_metrics.fault_rule)(f))
     f = {k: np.asarray(v) for k, v in f.items()}
     names = np.asarray(bench_metrics.RULES)[number]
-    rule = np.where(changing & ((number == 3) | (number == 5)), "changing lanes", names)  # their at-fault case
+    rule = np.where(changing & np.isin(number, bench_metrics.AT_FAULT_IF_CHANGING), "changing lanes", names)
     fault = m["at_fault"] > 0
     rows = np.arange(len(ego))
     all_speed = np.asarray(run.record.speed)  # [P, T + 1, A]

@@ -74,7 +74,8 @@ from cp_jax.sim.reward import comfort_violations  # the reward's comfort rule
 from cp_jax.sim.types import INF_T, Scenario, SimConfig, SimState
 
 __all__ = [
-    "EpisodeRecord", "record_from_states", "collision_features", "RULES", "fault_rule", "at_fault", "at_fault_in",
+    "EpisodeRecord", "record_from_states", "collision_features", "RULES", "ALWAYS_AT_FAULT",
+    "AT_FAULT_IF_CHANGING", "fault_rule", "at_fault", "at_fault_in",
     "changing_lanes", "subscores", "episode_metrics", "METRIC_KEYS", "LANE_WIDTH",
 ]
 
@@ -176,6 +177,7 @@ def collision_features(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, c
 
 RULES = ("stopped ego", "stopped partner", "pedestrian / cyclist", "rear-ended", "into a moving partner ahead",
          "lateral or not closing")  # rules 1-6 of the module docstring, as `fault_rule` numbers them (0-5)
+ALWAYS_AT_FAULT, AT_FAULT_IF_CHANGING = (1, 2, 4), (3, 5)  # fault_rule numbers; rule 0 never at fault
 
 
 def fault_rule(f: dict) -> tuple[jax.Array, jax.Array]:
@@ -195,7 +197,7 @@ def at_fault(rec: EpisodeRecord, scenario: Scenario, ego: jax.Array, cfg: SimCon
     The rules, in priority order, are in the module docstring (`fault_rule` says which decided)."""
     f = collision_features(rec, scenario, ego, cfg)
     rule, changing = fault_rule(f)
-    verdict = (rule == 1) | (rule == 2) | (rule == 4) | (((rule == 3) | (rule == 5)) & changing)
+    verdict = jnp.isin(rule, jnp.array(ALWAYS_AT_FAULT)) | (jnp.isin(rule, jnp.array(AT_FAULT_IF_CHANGING)) & changing)
     return f["collided"] & verdict
 
 

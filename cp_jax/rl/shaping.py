@@ -122,6 +122,10 @@ def add(rew: jax.Array, w: Shaping, state: SimState, nxt: SimState, collided: ja
     events = reward_lib.comfort_events(nxt.accel, nxt.lat_accel, (nxt.accel - state.accel) / sim.dt,
                                        (nxt.lat_accel - state.lat_accel) / sim.dt)
     rew = rew + (1.0 - w.comfort_scale) * conditions.field(state.cond, "alpha_comfort") * events
-    close = jnp.maximum(1.0 - time_to_collision(nxt, scenes) / w.ttc_horizon, 0.0)
     by_weight = jnp.where(w.gain_by_weight > 0, alpha / ALPHA_COLL_MAX, 1.0)
-    return rew - w.ttc_gain * by_weight * sim.dt * close
+
+    def ttc_cost():  # [B, A]; the pairwise search runs only when the cost is on
+        close = jnp.maximum(1.0 - time_to_collision(nxt, scenes) / w.ttc_horizon, 0.0)
+        return w.ttc_gain * by_weight * sim.dt * close
+
+    return rew - jax.lax.cond(w.ttc_gain > 0, ttc_cost, lambda: jnp.zeros_like(rew))
