@@ -5,15 +5,17 @@
     python -m launch.evaluate --policy=anchor=assets/anchors/conditioned_small --policy=idm ... --figures=4
 
 --policy: a saved policy folder, `name=folder`, or a built-in driver (expert = log replay, idm,
-const_vel); the first is the reference of Table III. --scenes: `procedural` (--procedural_scenes
-scenes from seed --procedural_seed, both splits of --pairs pairs each) or a converted scene cache
-(launch.build_scenes) with split manifests in --manifests (launch.make_splits).
+const_vel); the first is the reference of Table III. --scenes: `procedural`, the validation set
+(--procedural_scenes scenes from seed 300000, both splits of --pairs pairs each), or a converted scene
+cache (launch.build_scenes) with split manifests in --manifests (launch.make_splits). The procedural test
+set is read only by launch.results (docs/decisions.md, "Validation and test").
 
 Writes into --out: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics, so two policies can be compared pair by pair), summary.json and
 summary.csv (one record per policy x split x regime x ego style; cp_jax.bench.report), tables.md
-(Tables I, III, IV), timing.json, and with --figures=N, N Fig.-3-style PNGs (first two policies
-side by side on pairs where their outcomes differ). Definitions: cp_jax/bench/*.py.
+(Tables I, III, IV, and each policy's paired difference from the first), timing.json, and with
+--figures=N, N Fig.-3-style PNGs (first two policies side by side on pairs where their outcomes
+differ). Definitions: cp_jax/bench/*.py.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 from absl import app, flags
 
 flags.DEFINE_multi_string("policy", None, "policy folder, name=folder, or a built-in (expert, idm, const_vel)")
-flags.DEFINE_string("scenes", "procedural", "'procedural' or a converted scene cache directory")
+flags.DEFINE_string("scenes", "procedural", "'procedural' (the validation set) or a converted scene cache directory")
 flags.DEFINE_string("manifests", "", "directory with interactive.csv / random.csv (cache scenes; default "
                     "SCENES/splits)")
 flags.DEFINE_list("splits", ["interactive", "random"], "splits to run")
@@ -32,7 +34,6 @@ flags.DEFINE_string("out", None, "output directory")
 flags.DEFINE_integer("figures", 0, "Fig.-3-style PNGs to write", lower_bound=0)
 flags.DEFINE_integer("pairs", 200, "pairs per procedural split", lower_bound=1)
 flags.DEFINE_integer("procedural_scenes", 60, "procedural scenes the splits are drawn from", lower_bound=1)
-flags.DEFINE_integer("procedural_seed", 300_000, "first procedural scene seed (training uses 0.., held-out 100000..)")
 flags.DEFINE_integer("agents", 12, "agents placed per procedural scene", lower_bound=1)
 flags.DEFINE_string("anchor_policy", "assets/anchors/conditioned_small", "conditioned anchor (style regimes)")
 flags.DEFINE_string("ppo_policy", "assets/anchors/ppo_small", "non-conditioned PPO policy (ppo regime)")
@@ -41,7 +42,7 @@ flags.DEFINE_string("cache_dir", "~/.cache/cp_jax/scenes", "procedural scene cac
 flags.DEFINE_bool("progress", True, "progress bar")
 FLAGS = flags.FLAGS
 BENCH_FLAGS = ("splits", "regimes", "ego_styles", "seeds", "scenes", "manifests", "pairs", "procedural_scenes",
-               "procedural_seed", "agents", "cache_dir", "figures", "anchor_policy", "ppo_policy", "bc_policy")
+               "agents", "cache_dir", "figures", "anchor_policy", "ppo_policy", "bc_policy")
 
 
 def validate():
@@ -53,6 +54,9 @@ def validate():
         raise app.UsageError("--policy: give at least one")
     if not FLAGS.out:
         raise app.UsageError("--out: required")
+    if FLAGS.scenes == "procedural_test":
+        raise app.UsageError("--scenes=procedural_test: the test set is read only by python -m launch.results; "
+                             "make choices on --scenes=procedural (validation)")
     try:
         bench = bench_config.BenchConfig(**{name: getattr(FLAGS, name) for name in BENCH_FLAGS})
         egos = [episodes.from_spec(p) for p in FLAGS.policy]

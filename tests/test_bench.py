@@ -206,10 +206,12 @@ def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them
 
 
 def test_launch_evaluate_rejects_bad_flags_before_work(tmp_path):
-    cmd = [sys.executable, "-m", "launch.evaluate", "--policy=idm", "--regimes=teleport", f"--out={tmp_path}"]
-    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
-                         text=True, timeout=300)
-    assert res.returncode != 0 and "--regimes" in res.stderr
+    for flag, named in (("--regimes=teleport", "--regimes"), ("--scenes=procedural_test", "launch.results")):
+        cmd = [sys.executable, "-m", "launch.evaluate", "--policy=idm", flag, f"--out={tmp_path}"]
+        res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode != 0 and named in res.stderr  # the test set is read only by the results command
+    assert not os.listdir(tmp_path)
 
 
 def test_bench_config_errors_name_the_field(tmp_path):
@@ -221,6 +223,9 @@ def test_bench_config_errors_name_the_field(tmp_path):
     for kw, field in bad:
         with pytest.raises(ValueError, match=f"BenchConfig.{field}"):
             BenchConfig(**kw)
+    with pytest.raises(ValueError, match="procedural_test"):  # the error lists the procedural sets
+        BenchConfig(scenes="procedural_tset")
+    assert BenchConfig(scenes="procedural_test").scenes == "procedural_test"
     # a policy a regime does not need is not read: IDM traffic needs no PPO policy
     assert BenchConfig(regimes=("idm",), ppo_policy=str(tmp_path / "x")).needed_traffic() == []
     with pytest.raises(ValueError, match="config.bench: unknown"):

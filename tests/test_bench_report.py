@@ -29,7 +29,7 @@ def test_summary_scores_are_means_per_seed_then_mean_and_std_over_seeds():
     recs.append(dict(_rec("a", "completed", seed=1, scene="s2"), ego_controlled=False))
     (row,) = report.summarise(recs)
     assert row["score"] == pytest.approx(np.mean([50.0, 60.0]))
-    assert row["score_std"] == pytest.approx(5.0)
+    assert row["score_std"] == pytest.approx(np.std([50.0, 60.0], ddof=1))  # sample std over seeds
     assert row["goal"] == pytest.approx(0.75) and row["timeout"] == pytest.approx(0.25)
     assert row["n_pairs"] == 2 and row["seeds"] == [0, 1] and row["n_excluded"] == 1
     assert set(report.SUMMARY_KEYS) <= set(row)
@@ -54,7 +54,7 @@ def test_table_i_has_a_column_per_regime_and_the_mean(tmp_path):
             for i, r in enumerate(["idm", "expert"]) for s in (0, 1)]
     text = report.table_i(recs, ["idm", "expert"])
     row = next(line for line in text.splitlines() if line.startswith("| a"))
-    assert row == "| a | 10.50 ± 0.50 | 20.50 ± 0.50 | 15.50 ± 0.50 |"
+    assert row == "| a | 10.50 ± 0.71 | 20.50 ± 0.71 | 15.50 ± 0.71 |"  # ddof 1 over the two seeds
     summary = report.summarise(recs)
     report.write_summary(summary, tmp_path / "s.json", tmp_path / "s.csv")
     assert [r["regime"] for r in json.loads((tmp_path / "s.json").read_text())] == ["idm", "expert"]
@@ -71,12 +71,13 @@ def test_method_tables_average_runs_of_a_method_over_post_training_seeds():
     run1 = [_rec("cp_s1", "timeout", scene="s0"), _rec("cp_s1", "timeout", scene="s1")]
     text = report.method_tables(ref + run0 + run1, ["idm"], "anchor")
     rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
-    # Scores per run: 80 and 0 -> 40 ± 40; the anchor's single run: 40 ± 0.
-    assert "| cp | 2 | 40.00 ± 40.00 | 40.00 ± 40.00 |" in text
-    assert "| anchor | 1 | 40.00 ± 0.00 | 40.00 ± 0.00 |" in text
+    # Scores per run: 80 and 0 -> 40 ± 56.57 (ddof 1), clean 100% and 0%; the anchor's single run has no
+    # spread: n/a, not ± 0.00.
+    assert "| cp | 2 | 40.00 ± 56.57 | 40.00 ± 56.57 | 50.00 ± 70.71 |" in text
+    assert "| anchor | 1 | 40.00 ± n/a | 40.00 ± n/a | 50.00 ± n/a |" in text
     # Retention of the completed s0: 100% and 0%; repair of the timeout s1: 100% and 0%.
     table_iii = [line for line in text.splitlines() if line.startswith("| cp | interactive")]
-    assert table_iii == ["| cp | interactive | 50.00 ± 50.00 | 50.00 ± 50.00 | — | — | — |"]
+    assert table_iii == ["| cp | interactive | 50.00 ± 70.71 | 50.00 ± 70.71 | — | — | — |"]
     assert "cp" in rows
 
 
@@ -90,16 +91,16 @@ def test_variant_and_deployment_tables_average_regimes_then_runs():
     recs += [_rec("anchor", "timeout", regime=g, score=20.0 + 20.0 * (g == "idm")) for g in ("idm", "expert")]
     recs += [_rec("deploy_halfway_s0", "completed", regime=g, style="halfway", score=70.0) for g in ("idm", "expert")]
     text = report.variant_table(recs, ["idm", "expert"], [("A", "anchor"), ("full", "cp"), ("gone", "no_such")], "T")
-    assert "| A | anchor | 1 | 30.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 100.00 ± 0.00 |" in text
-    assert "| full | cp | 2 | 50.00 ± 50.00 | 50.00 ± 50.00 | 0.00 ± 0.00 | 50.00 ± 50.00 | 0.00 ± 0.00 |" in text
+    assert "| A | anchor | 1 | 30.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 100.00 ± n/a |" in text
+    assert "| full | cp | 2 | 50.00 ± 70.71 | 50.00 ± 70.71 | 0.00 ± 0.00 | 50.00 ± 70.71 | 0.00 ± 0.00 |" in text
     assert "no_such" not in text
     # A run missing a regime is not averaged over the regimes it has.
     assert "| A |" not in report.variant_table(recs, ["idm", "expert", "ppo"], [("A", "anchor")], "T")
     table = report.deployment_table(recs, ["idm", "expert"], [("CP", {"normal": "cp", "halfway": "deploy_halfway"}),
                                                               ("Anchor", {"normal": "anchor", "halfway": "anchor"})],
                                     ["normal", "halfway"])
-    assert "| CP | 50.00 ± 50.00 / 50.00 | 70.00 ± 0.00 / 0.00 |" in table
-    assert "| Anchor | 30.00 ± 0.00 / 0.00 | — |" in table
+    assert "| CP | 50.00 ± 70.71 / 50.00 | 70.00 ± n/a / 0.00 |" in table
+    assert "| Anchor | 30.00 ± n/a / 0.00 | — |" in table
 
 
 def test_table_iv_reports_collisions_and_speed_per_ego_style():
@@ -118,3 +119,53 @@ def test_table_iv_reports_collisions_and_speed_per_ego_style():
     assert rows["cautious"].endswith("| 0.00 | 25.00 | 25.0 | 50.0 | 5.00 |")
     old = report.summarise([_rec("a", "completed")])  # records written before mean_speed existed
     assert np.isnan(old[0]["mean_speed"])
+
+
+def test_sample_std_and_one_seed_prints_na():
+    from cp_jax.bench import stats
+
+    assert stats.sample_std([50.0, 60.0]) == pytest.approx(7.0710678)
+    assert np.isnan(stats.sample_std([55.0])) and np.isnan(stats.sample_std([]))
+    assert stats.pm(55.0, stats.sample_std([55.0])) == "55.00 ± n/a"
+    assert stats.pm(55.0, 7.07107) == "55.00 ± 7.07"
+
+
+def test_paired_difference_matches_pairs_and_averages_runs():
+    """Each pair's value is the mean over the method's runs, regimes and seeds; pairs one side lacks are
+    left out; a constant difference has a zero-width interval, a noisy one an interval around it."""
+    from cp_jax.bench import stats
+
+    recs = [_rec("anchor", "timeout", scene=f"s{i}", score=10.0) for i in range(4)]
+    recs += [_rec("cp_s0", "completed", scene=f"s{i}", score=30.0) for i in range(5)]  # s4: no anchor episode
+    recs += [_rec("cp_s1", "timeout", scene=f"s{i}", score=10.0) for i in range(5)]
+    d = stats.paired_difference(recs, "cp", "anchor", ["idm"], "interactive")
+    assert d.pairs == 4 and (d.mean, d.lo, d.hi) == pytest.approx((10.0, 10.0, 10.0))
+    assert d.verdict == "higher" and d.text() == "+10.00 [+10.00, +10.00]"
+    clean = stats.paired_difference(recs, "cp", "anchor", ["idm"], "interactive", metric="clean")
+    assert clean.mean == pytest.approx(50.0)  # one run of two completes every pair: +50 points
+    # Differences of +20 and -20 on alternate pairs: mean 0, an interval on both sides of it.
+    noisy = [_rec("anchor", "timeout", scene=f"s{i}", score=50.0) for i in range(40)]
+    noisy += [_rec("m", "timeout", scene=f"s{i}", score=50.0 + (20.0 if i % 2 else -20.0)) for i in range(40)]
+    d = stats.paired_difference(noisy, "m", "anchor", ["idm"], "interactive")
+    assert d.mean == pytest.approx(0.0) and -20.0 < d.lo < -2.0 and 2.0 < d.hi < 20.0 and d.verdict == "inconclusive"
+    assert d == stats.paired_difference(noisy, "m", "anchor", ["idm"], "interactive")  # fixed generator seed
+    assert stats.paired_difference(noisy, "m", "other", ["idm"], "interactive").text() == "—"
+
+
+def test_difference_table_has_a_row_per_method_against_each_reference():
+    recs = [_rec("anchor", "timeout", scene=f"s{i}", score=10.0) for i in range(3)]
+    recs += [_rec("cp_s0", "completed", scene=f"s{i}", score=30.0) for i in range(3)]
+    recs += [_rec("ppo_continue_s0", "timeout", scene=f"s{i}", score=0.0) for i in range(3)]
+    text = report.difference_table(recs, ["idm"], ["anchor", "ppo_continue"])
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["cp"] == "| cp | +20.00 [+20.00, +20.00] | +100.00 [+100.00, +100.00] | +30.00 [+30.00, +30.00] | " \
+                         "+100.00 [+100.00, +100.00] |"
+    assert rows["anchor"].startswith("| anchor | — | — | +10.00")
+
+
+def test_summary_json_is_strict_with_one_seed(tmp_path):
+    summary = report.summarise([_rec("a", "completed")])
+    assert np.isnan(summary[0]["score_std"])
+    report.write_summary(summary, tmp_path / "s.json", tmp_path / "s.csv")
+    assert "NaN" not in (tmp_path / "s.json").read_text()
+    assert json.loads((tmp_path / "s.json").read_text())[0]["score_std"] is None

@@ -24,13 +24,13 @@ class BenchConfig:
     regimes: tuple[str, ...] = ("all",)  # names, or ("all",) for every regime in table order
     ego_styles: tuple[str, ...] = ("normal",)
     seeds: int = 1  # seeds 0 .. seeds - 1: they vary the sampled actions of policy traffic
-    # "procedural" (procedural_scenes scenes from procedural_seed, both splits of `pairs` pairs each) or a
-    # converted scene cache (launch.build_scenes) with split manifests in `manifests` (default CACHE/splits)
+    # a procedural set of suite.PROCEDURAL_SETS ("procedural": validation, "procedural_test": test, read only
+    # by launch.results), procedural_scenes scenes with both splits of `pairs` pairs each; or a converted
+    # scene cache (launch.build_scenes) with split manifests in `manifests` (default CACHE/splits)
     scenes: str = "procedural"
     manifests: str = ""
     pairs: int = 200
     procedural_scenes: int = 60
-    procedural_seed: int = suite.PROCEDURAL_SEED
     agents: int = 12  # agents placed per procedural scene
     cache_dir: str = "~/.cache/cp_jax/scenes"  # procedural scenes are cached here
     figures: int = 0  # Fig.-3-style PNGs to write
@@ -62,8 +62,9 @@ class BenchConfig:
                 raise ValueError(f"BenchConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.figures < 0:
             raise ValueError(f"BenchConfig.figures must be >= 0, got {self.figures}")
-        if self.scenes != "procedural" and not os.path.isdir(self.scenes):
-            raise ValueError(f"BenchConfig.scenes: {self.scenes!r} is neither 'procedural' nor a directory")
+        if self.scenes not in suite.PROCEDURAL_SETS and not os.path.isdir(self.scenes):
+            raise ValueError(f"BenchConfig.scenes: {self.scenes!r} is neither a procedural set "
+                             f"({', '.join(suite.PROCEDURAL_SETS)}) nor a directory")
         for key in self.needed_traffic():
             path = getattr(self, f"{'bc' if key == 'smart_bc' else key}_policy")
             if not os.path.isdir(path):
@@ -89,14 +90,15 @@ class BenchConfig:
     def suite(self, egos) -> suite.Suite:
         """The scenes and split pairs (procedural scenes are built with the first learned policy's
         SimConfig among egos, else a 16-agent default)."""
-        if self.scenes != "procedural":
+        if self.scenes not in suite.PROCEDURAL_SETS:
             return suite.cached_suite(self.scenes, self.manifests or os.path.join(self.scenes, "splits"), self.splits)
         from cp_jax.sim.types import SimConfig
 
         learned = [d.sim for d in egos if d.sim is not None]
         scene_cfg = learned[0] if learned else SimConfig(max_agents=16, obs_road=64, enable_idm=False)
-        return suite.procedural_suite(self.procedural_scenes, self.pairs, scene_cfg, self.procedural_seed,
-                                      self.agents, cache_dir=self.cache_dir)
+        seed = suite.PROCEDURAL_SETS[self.scenes][0]
+        return suite.procedural_suite(self.procedural_scenes, self.pairs, scene_cfg, seed, self.agents,
+                                      cache_dir=self.cache_dir)
 
 
 def from_section(section, **force) -> BenchConfig:

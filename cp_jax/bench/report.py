@@ -35,6 +35,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from cp_jax.bench import stats
+from cp_jax.bench.stats import method_of, pm, sample_std
+
 RATES = ("goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad")
 SUBSCORES = ("comfort", "lane_align", "lane_center")
 SUMMARY_KEYS = ("policy", "split", "regime", "ego_style", "score", "score_std", *RATES, *SUBSCORES,
@@ -58,7 +61,7 @@ def summarise(records: list[dict]) -> list[dict]:
         seed_scores = [np.mean([r["score"] for r in v]) for v in by_seed.values()]
         row = dict(policy=policy, split=split, regime=regime, ego_style=style,
                    score=float(np.mean(seed_scores)) if seed_scores else float("nan"),
-                   score_std=float(np.std(seed_scores)) if seed_scores else float("nan"))
+                   score_std=sample_std(seed_scores))
         for k in (*RATES, *SUBSCORES):
             row[k] = float(np.mean([float(r[k]) for r in kept])) if kept else float("nan")
         speeds = [float(r["mean_speed"]) for r in kept if "mean_speed" in r]  # absent in older records
@@ -70,18 +73,19 @@ def summarise(records: list[dict]) -> list[dict]:
     return out
 
 
+def _finite(v):
+    """nan (no spread over one seed, no episode) as JSON null, so the file is strict JSON."""
+    return None if isinstance(v, float) and not np.isfinite(v) else v
+
+
 def write_summary(summary: list[dict], json_path: str, csv_path: str) -> None:
     with open(json_path, "w") as f:
-        json.dump(summary, f, indent=1)
+        json.dump([{k: _finite(v) for k, v in row.items()} for row in summary], f, indent=1)
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(SUMMARY_KEYS)
         for row in summary:
             w.writerow([" ".join(map(str, row[k])) if k == "seeds" else row[k] for k in SUMMARY_KEYS])
-
-
-def _pm(mean: float, std: float) -> str:
-    return f"{mean:.2f} ± {std:.2f}"
 
 
 def table_i(records: list[dict], regimes: list[str], ego_style: str = "normal") -> str:
@@ -101,9 +105,9 @@ def table_i(records: list[dict], regimes: list[str], ego_style: str = "normal") 
                 for s, v in scores.items():
                     per_seed_regime[s].append(v)
                 vals = list(scores.values())
-                cells.append(_pm(np.mean(vals), np.std(vals)) if vals else "—")
+                cells.append(pm(np.mean(vals), sample_std(vals)) if vals else "—")
             means = [np.mean(v) for v in per_seed_regime.values() if len(v) == len(regimes)]
-            cells.append(_pm(np.mean(means), np.std(means)) if means else "—")
+            cells.append(pm(np.mean(means), sample_std(means)) if means else "—")
             lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -162,12 +166,6 @@ def table_iv(summary: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def method_of(policy: str) -> str:
-    """'counterplay_s2' -> 'counterplay': post-training runs are named METHOD_sSEED."""
-    head, sep, tail = policy.rpartition("_s")
-    return head if sep and tail.isdigit() else policy
-
-
 def _completed(records: list[dict], key: tuple[str, ...]) -> dict[tuple, str]:
     return {tuple(r[k] for k in key): _outcome(r) for r in records}
 
@@ -180,21 +178,25 @@ def method_tables(records: list[dict], regimes: list[str], reference: str, ego_s
     from cp_jax.bench.episodes import label
 
     kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
-    lines = [f"**Table I (methods)** — score (0–100), mean ± std over post-training seeds, ego style {ego_style}"]
+    lines = [f"**Table I (methods)** — score (0–100) per regime and its mean, and the clean-goal rate (goal "
+             f"reached with no collision or off-road, %, mean over regimes), mean ± std (ddof 1) over "
+             f"post-training seeds, ego style {ego_style}"]
     for (split,), rs in _group(kept, ("split",)).items():
-        head = ["method", "runs", *[label(g) for g in regimes], "mean"]
+        head = ["method", "runs", *[label(g) for g in regimes], "mean", "clean %"]
         lines += ["", f"*{split}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
         by_method = collections.defaultdict(dict)
         for (policy,), prs in _group(rs, ("policy",)).items():
-            by_method[method_of(policy)][policy] = {g: np.mean([r["score"] for r in prs if r["regime"] == g])
-                                                    for g in regimes}
+            by_method[method_of(policy)][policy] = {
+                (g, k): np.mean([float(r[k]) for r in prs if r["regime"] == g])
+                for g in regimes for k in ("score", "clean")}
         for method, runs in by_method.items():
             cells = [str(len(runs))]
             for g in regimes:
-                vals = [run[g] for run in runs.values()]
-                cells.append(_pm(np.mean(vals), np.std(vals)))
-            means = [np.mean([run[g] for g in regimes]) for run in runs.values()]
-            cells.append(_pm(np.mean(means), np.std(means)))
+                vals = [run[(g, "score")] for run in runs.values()]
+                cells.append(pm(np.mean(vals), sample_std(vals)))
+            for k, scale in (("score", 1.0), ("clean", 100.0)):
+                means = [scale * np.mean([run[(g, k)] for g in regimes]) for run in runs.values()]
+                cells.append(pm(np.mean(means), sample_std(means)))
             lines.append(f"| {method} | " + " | ".join(cells) + " |")
     key = ("split", "regime", "ego_style", "seed", "scene_id", "ego")
     ref = _completed([r for r in kept if r["policy"] == reference], key)
@@ -216,8 +218,31 @@ def method_tables(records: list[dict], regimes: list[str], reference: str, ego_s
                 if total:
                     per_method[method_of(policy)][kind].append(100 * done / total)
         for method, vals in per_method.items():
-            cells = [_pm(np.mean(vals[k]), np.std(vals[k])) if vals[k] else "—" for k in kinds]
+            cells = [pm(np.mean(vals[k]), sample_std(vals[k])) if vals[k] else "—" for k in kinds]
             lines.append(f"| {method} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def difference_table(records: list[dict], regimes: list[str], references: list[str], ego_style: str = "normal",
+                     n_boot: int = 2000) -> str:
+    """Every method's paired difference from each reference (`cp_jax.bench.stats.paired_difference`: over
+    the (scene, ego) pairs both ran, all regimes, benchmark seeds and post-training runs), in score
+    points and clean-goal percentage points, with 95% paired bootstrap intervals; one block per split."""
+    kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
+    methods = list(dict.fromkeys(method_of(r["policy"]) for r in kept))
+    references = [m for m in references if m in methods]
+    head = ["method", *[f"{k} − {ref}" for ref in references for k in ("score", "clean %")]]
+    lines = [f"**Differences** — method minus reference over matched (scene, ego) pairs, mean over regimes "
+             f"{', '.join(regimes)}, benchmark seeds and post-training runs, [95% paired bootstrap interval over "
+             f"pairs], ego style {ego_style}"]
+    for (split,), rs in _group(kept, ("split",)).items():
+        lines += ["", f"*{split}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for method in methods:
+            if method in references and len(references) == 1:
+                continue
+            cells = [stats.paired_difference(rs, method, ref, regimes, split, k, ego_style, n_boot).text()
+                     if method != ref else "—" for ref in references for k in ("score", "clean")]
+            lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -239,7 +264,7 @@ def _over_runs(means: dict[str, dict[str, float]], method: str) -> tuple[int, di
     runs = [m for policy, m in means.items() if method_of(policy) == method]
     if not runs:
         return 0, {}
-    return len(runs), {k: (float(np.mean([m[k] for m in runs])), float(np.std([m[k] for m in runs])))
+    return len(runs), {k: (float(np.mean([m[k] for m in runs])), float(sample_std([m[k] for m in runs])))
                        for k in runs[0]}
 
 
@@ -255,8 +280,8 @@ def variant_table(records: list[dict], regimes: list[str], rows: list[tuple[str,
     for label, method in rows:
         n, m = _over_runs(means, method)
         if n:
-            pct = [_pm(100 * m[k][0], 100 * m[k][1]) for k in ("at_fault", "offroad", "goal", "timeout")]
-            lines.append(f"| {label} | {method} | {n} | {_pm(*m['score'])} | " + " | ".join(pct) + " |")
+            pct = [pm(100 * m[k][0], 100 * m[k][1]) for k in ("at_fault", "offroad", "goal", "timeout")]
+            lines.append(f"| {label} | {method} | {n} | {pm(*m['score'])} | " + " | ".join(pct) + " |")
     return "\n".join(lines)
 
 
@@ -272,7 +297,7 @@ def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[s
         cells = []
         for style in styles:
             n, m = _over_runs(means[style], by_style[style]) if style in by_style else (0, {})
-            cells.append(f"{_pm(*m['score'])} / {100 * m['at_fault'][0]:.2f}" if n else "—")
+            cells.append(f"{pm(*m['score'])} / {100 * m['at_fault'][0]:.2f}" if n else "—")
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -1,7 +1,8 @@
 """The scenes and splits a benchmark runs on: a scenario bank plus, per split, its (scene, ego) pairs.
 
-- `procedural_suite`: procedural scenes (seeds 300000+ by default: never used for training, the
-  anchor's held-out evaluation or the quickstart), every eligible pair scored by
+- `procedural_suite`: procedural scenes (PROCEDURAL_SETS: the validation set's seeds 300000+, never used for
+  training, the anchor's held-out evaluation or the quickstart; the test set's 9000000+, read only by
+  the results command), every eligible pair scored by
   `cp_jax.scenarios.splits`, the Interactive split = the top n by interactivity, the Random split
   = n sampled with a seed.
 - `cached_suite`: a converted scenario cache (`launch.build_scenes`) plus split manifests written by
@@ -34,7 +35,10 @@ from cp_jax.sim import env, types
 from cp_jax.sim.types import Scenario, SimConfig
 
 SPLITS = ("interactive", "random")
-PROCEDURAL_SEED = 300_000
+# Procedural scene sets by name and role (docs/decisions.md, "Validation and test"): every choice is made on
+# the validation set; the test set is read only by the results command (launch.results), which names it.
+PROCEDURAL_SETS = {"procedural": (300_000, "validation"), "procedural_test": (9_000_000, "test")}
+PROCEDURAL_SEED = PROCEDURAL_SETS["procedural"][0]
 
 
 class SplitPairs(NamedTuple):

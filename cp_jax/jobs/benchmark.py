@@ -5,9 +5,10 @@ then the summary, the tables and the figures (launch.evaluate, the main job and 
 
 Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
-(Tables I, III, IV), pairs.json (per split, the pairs set apart as not drivable and the egos without
-a route: `cp_jax.bench.suite.drivable`), timing.json, and fig_*.png (Fig.-3-style, first two
-policies side by side).
+(Tables I, III, IV and, with several egos, each one's paired difference from the first),
+pairs.json (per split, the pairs set apart as not drivable and the egos without a route:
+`cp_jax.bench.suite.drivable`), timing.json, and fig_*.png (Fig.-3-style, first two policies side by
+side).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     report.write_summary(summary, os.path.join(out, "summary.json"), os.path.join(out, "summary.csv"))
     tables = [report.table_i(records, regimes, s) for s in ego_styles]
     tables += [report.table_iii(records, egos[0].name), report.table_iv(summary)]
+    if len(egos) > 1:
+        tables += [report.difference_table(records, regimes, [egos[0].name], s) for s in ego_styles]
     pairs_note = "\n".join(f"- {excluded[name].line(name)}" for name in splits)
     text = "\n\n".join([pairs_note, *tables]) + "\n"
     with open(os.path.join(out, "tables.md"), "w") as f:

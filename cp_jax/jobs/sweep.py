@@ -7,7 +7,8 @@ benchmark, then Tables I-V over seeds.
 OUT/runs/VARIANT_sSEED: each post-training run (launch.post_train's outputs; finished runs are kept,
 so re-running resumes the sweep). OUT/bench: the benchmark of the anchor and every run
 (episodes.jsonl, summary.json, tables.md, figures; OUT/bench/deploy_STYLE: Table IV's other ego
-styles). OUT/tables.md: Tables I and III (cp_jax.bench.report.method_tables), II and V
+styles). OUT/tables.md: Tables I and III (cp_jax.bench.report.method_tables), each method's paired
+difference from the anchor and from PPO-Continue with bootstrap intervals (difference_table), II and V
 (variant_table) and IV (deployment_table), mean ± std over post-training seeds per variant.
 
 A sweep file is a module with get_config(), VARIANTS {name: (experiment module, {dotted key: value})}
@@ -124,6 +125,7 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
     sweep = sweep or sweep_module()
     regimes = bench.regime_list
     out = [report.method_tables(records, regimes, "anchor", s) for s in bench.ego_styles]
+    out += [report.difference_table(records, regimes, ["anchor", "ppo_continue"], s) for s in bench.ego_styles]
     for split in bench.splits:
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), "Table II (components)", split))
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_V), "Table V (styles searched)", split))

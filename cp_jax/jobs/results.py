@@ -1,0 +1,255 @@
+"""The results job behind `launch.results`: the paper's tables on the TEST sets, cell by cell, resumable.
+
+    cells = plan(config, sweep)        # every cell, validated before any work
+    run(config, sweep, out)            # runs the cells not yet done (at most config.max_cells), then the tables
+
+Cells, each finished whole or not at all (a re-run skips finished cells and restarts a killed one):
+- post-training: OUT/runs/B<pct>/VARIANT_sSEED (launch.post_train's outputs; a killed run resumes from
+  its checkpoint);
+- benchmark: OUT/bench/anchor and OUT/bench/B<pct>/VARIANT_sSEED, each policy alone on the test set
+  (config.bench), written to a `.partial` folder and moved into place when complete; Table IV's other
+  deployment styles in OUT/bench_<style>/..., the real test scenes in OUT/real/... .
+Tables per budget are built from every finished benchmark cell (cp_jax.jobs.sweep.tables: Tables I-V,
+each method's paired difference from the anchor and PPO-Continue with bootstrap intervals), and the
+real scenes' Table I. OUT/tables.md holds them under a header (command, commit, anchor, date, cells
+done / total, agent-steps charged per run); OUT/results.json the Table I figures per budget, split
+and method (runs, score and clean-goal mean / std, differences with intervals). Both are written to a
+temporary name and moved into place.
+
+A re-run with a different config (anything but max_cells) is refused before a file is touched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from typing import NamedTuple
+
+import ml_collections
+import numpy as np
+
+from cp_jax.bench import config as bench_config
+from cp_jax.bench import episodes, report, stats
+from cp_jax.io.metrics import read_jsonl
+from cp_jax.io.run_info import git_revision, write_run_info
+from cp_jax.jobs import post_train
+from cp_jax.jobs import sweep as sweep_job
+from cp_jax.jobs.benchmark import run_benchmark
+from cp_jax.policy import saved
+
+RESUMABLE = ("max_cells",)  # config fields a re-run may change
+
+
+class Cell(NamedTuple):
+    kind: str  # "post" or "bench"
+    path: str  # relative to OUT
+    run: str = ""  # the post-training run a bench cell reads (relative to OUT); "" for the anchor
+    config: object = None  # post: its post-training ConfigDict; bench: its BenchConfig
+    policy: str = ""  # bench: the ego's name in the records
+
+
+def budget_tag(frac: float) -> str:
+    """0.01 -> 'B1', 0.05 -> 'B5', 0.005 -> 'B0.5': the budget in % of the anchor's training."""
+    return f"B{100 * frac:g}"
+
+
+def _budget_config(config, frac: float):
+    c = ml_collections.ConfigDict(config.to_dict())
+    c.budget_frac = frac
+    return c
+
+
+def plan(config, sweep) -> list[Cell]:
+    """Every cell in run order (post-training, then benchmarks); raises on any invalid field first."""
+    if not config.budgets or not config.seeds:
+        raise ValueError("config.budgets and config.seeds: name at least one of each")
+    for frac in config.budgets:
+        if not 0.0 < frac <= 1.0:
+            raise ValueError(f"config.budgets: each in (0, 1], got {frac}")
+    if config.max_cells < 0:
+        raise ValueError(f"config.max_cells must be >= 0, got {config.max_cells}")
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    styles = tuple(config.deploy.styles)
+    bench_deploy = {s: dataclasses.replace(bench, ego_styles=(s,), splits=tuple(config.deploy.splits), figures=0)
+                    for s in styles if s not in bench.ego_styles}
+    real = None
+    if config.real.scenes:
+        real = dataclasses.replace(bench, scenes=config.real.scenes, manifests=config.real.manifests,
+                                   splits=tuple(config.real.splits), regimes=tuple(config.real.regimes), figures=0)
+        unknown = set(config.real.variants) - set(config.variants)
+        if unknown:
+            raise ValueError(f"config.real.variants: {sorted(unknown)} are not in config.variants")
+    posts, benches = [], [Cell("bench", "bench/anchor", config=bench, policy="anchor")]
+    if real:
+        benches.append(Cell("bench", "real/anchor", config=real, policy="anchor"))
+    for frac in config.budgets:
+        runs, _ = sweep_job.resolve(_budget_config(config, frac), sweep)
+        tag = budget_tag(frac)
+        for name, c in runs.items():
+            run = f"runs/{tag}/{name}"
+            posts.append(Cell("post", run, config=c))
+            benches.append(Cell("bench", f"bench/{tag}/{name}", run, bench, name))
+            method = report.method_of(name)
+            for style, b in bench_deploy.items():
+                if any(row.get(style) == method for _, row in sweep.TABLE_IV):
+                    benches.append(Cell("bench", f"bench_{style}/{tag}/{name}", run, b, name))
+            if real and method in config.real.variants:
+                benches.append(Cell("bench", f"real/{tag}/{name}", run, real, name))
+    for style, b in bench_deploy.items():
+        if any(row.get(style) == "anchor" for _, row in sweep.TABLE_IV):
+            benches.append(Cell("bench", f"bench_{style}/anchor", config=b, policy="anchor"))
+    return posts + benches
+
+
+def done(out: str, cell: Cell) -> bool:
+    marker = "post_train.json" if cell.kind == "post" else "episodes.jsonl"
+    return os.path.exists(os.path.join(out, cell.path, marker))
+
+
+def _check_resume(out: str, config) -> None:
+    """Refuse a re-run whose config differs from the stored one (except RESUMABLE fields)."""
+    path = os.path.join(out, "run_info.json")
+    if not os.path.exists(path):
+        return
+    stored = json.load(open(path))["config"]
+    new = json.loads(json.dumps(config.to_dict(), default=str))
+    diff = sorted(k for k in set(stored) | set(new) if k not in RESUMABLE and stored.get(k) != new.get(k))
+    if diff:
+        raise ValueError(f"{out}: holds results made with another config (fields {diff} differ from "
+                         f"{path}); use another --out or the same config")
+
+
+def _run_cell(out: str, cell: Cell, anchor: str) -> None:
+    target = os.path.join(out, cell.path)
+    if cell.kind == "post":
+        post_train.post_train(cell.config, target)
+        return
+    folder = os.path.join(out, cell.run, "policy") if cell.run else anchor
+    ego = episodes.from_saved(cell.policy, saved.load(folder))
+    partial = target + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    run_benchmark([ego], cell.config, partial, progress=False)
+    os.replace(partial, target)
+
+
+def run(config, sweep, out: str) -> str:
+    """Run the cells not done yet (module docstring), then write the tables; returns tables.md's text.
+    sweep: the sweep file's module (its VARIANTS and TABLE_*; cp_jax.jobs.sweep.sweep_module)."""
+    cells = plan(config, sweep)
+    _check_resume(out, config)
+    write_run_info(out, config)
+    todo = [c for c in cells if not done(out, c)]
+    limit = config.max_cells or len(todo)
+    t0 = time.time()
+    print(f"results: {len(cells)} cells, {len(cells) - len(todo)} done; running {min(limit, len(todo))} now "
+          f"-> {out}", flush=True)
+    for i, cell in enumerate(todo[:limit]):
+        print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)
+        _run_cell(out, cell, config.anchor)
+    return write_tables(config, sweep, out, cells)
+
+
+def _records(out: str, cells: list[Cell], prefix: str, tag: str | None) -> list[dict]:
+    """Episode records of the finished bench cells under `prefix` (the anchor's, and the budget's runs)."""
+    recs = []
+    for c in cells:
+        if c.kind == "bench" and c.path.split("/")[0] == prefix and done(out, c) and \
+                (not c.run or c.path.split("/")[1] == tag):
+            recs += read_jsonl(os.path.join(out, c.path, "episodes.jsonl"))
+    return recs
+
+
+def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dict:
+    """{split: {method: runs, score / clean mean and std over runs, and each difference from the anchor
+    and PPO-Continue (mean, lo, hi, pairs)}} from normal-style records."""
+    kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == "normal"]
+    out = {}
+    for split in dict.fromkeys(r["split"] for r in kept):
+        rs = [r for r in kept if r["split"] == split]
+        per_run = {}
+        for r in rs:
+            if r["regime"] in regimes:
+                per_run.setdefault(r["policy"], {}).setdefault(r["regime"], []).append(r)
+        methods = {}
+        for policy, by_regime in per_run.items():
+            if set(by_regime) != set(regimes):
+                continue
+            m = {k: scale * float(np.mean([np.mean([float(r[k]) for r in by_regime[g]]) for g in regimes]))
+                 for k, scale in (("score", 1.0), ("clean", 100.0))}
+            methods.setdefault(report.method_of(policy), []).append(m)
+        out[split] = {}
+        for method, runs in methods.items():
+            row = dict(runs=len(runs))
+            for k in ("score", "clean"):
+                vals = [r[k] for r in runs]
+                row[k] = float(np.mean(vals))
+                std = stats.sample_std(vals)
+                row[f"{k}_std"] = std if np.isfinite(std) else None
+            for ref in ("anchor", "ppo_continue"):
+                if ref in methods and ref != method:
+                    row[f"minus_{ref}"] = {k: stats.paired_difference(rs, method, ref, regimes, split, k,
+                                                                      n_boot=n_boot)._asdict()
+                                           for k in ("score", "clean")}
+            out[split][method] = row
+    return out
+
+
+def _atomic_write(path: str, text: str) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
+    """tables.md and results.json from every finished cell (module docstring)."""
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    regimes = bench.regime_list
+    n_done = sum(done(out, c) for c in cells)
+    header = [
+        "# Results on the test sets", "",
+        f"- command: `{' '.join(['python -m launch.results', *sys.argv[1:]])}`",
+        f"- commit: {git_revision()}; anchor: {config.anchor}; written "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- cells done: {n_done} / {len(cells)}" + ("" if n_done == len(cells) else " (partial: rows missing a "
+                                                    "finished benchmark cell are left out)"),
+        f"- benchmark: {bench.scenes}, {bench.pairs} pairs per split, {bench.seeds} benchmark seeds, regimes "
+        f"{', '.join(regimes)}; post-training seeds {tuple(config.seeds)}",
+    ]
+    blocks, figures = ["\n".join(header)], dict(config=config.to_dict(), commit=git_revision(), cells_done=n_done,
+                                                 cells=len(cells), budgets={})
+    anchor_recs = _records(out, cells, "bench", None)
+    anchor_recs = [r for r in anchor_recs if r["policy"] == "anchor"]
+    for frac in config.budgets:
+        tag = budget_tag(frac)
+        recs = anchor_recs + [r for r in _records(out, cells, "bench", tag) if r["policy"] != "anchor"]
+        for style in config.deploy.styles:
+            if style not in bench.ego_styles:
+                recs += _records(out, cells, f"bench_{style}", tag)
+        spent = {}
+        for c in cells:
+            if c.kind == "post" and c.path.startswith(f"runs/{tag}/") and done(out, c):
+                spent[c.path.rsplit("/", 1)[1]] = json.load(open(os.path.join(out, c.path, "post_train.json")))[
+                    "agent_steps"]
+        blocks.append(f"## Budget {100 * frac:g}% of the anchor's training\n\nAgent-steps charged per run: "
+                      + (", ".join(f"{k} {v:,.0f}" for k, v in sorted(spent.items())) or "none yet"))
+        if recs:
+            blocks += sweep_job.tables(recs, bench, config, sweep)
+        figures["budgets"][tag] = dict(agent_steps=spent, table_i=table_i_figures(recs, regimes, config.n_boot))
+        if config.real.scenes:
+            real = [r for r in _records(out, cells, "real", None) if r["policy"] == "anchor"]
+            real += [r for r in _records(out, cells, "real", tag) if r["policy"] != "anchor"]
+            if real:
+                rreg = list(config.real.regimes)
+                blocks.append("### Real test scenes\n\n" + report.method_tables(real, rreg, "anchor")
+                              + "\n\n" + report.difference_table(real, rreg, ["anchor", "ppo_continue"]))
+                figures["budgets"][tag]["real_table_i"] = table_i_figures(real, rreg, config.n_boot)
+    text = "\n\n".join(blocks) + "\n"
+    _atomic_write(os.path.join(out, "tables.md"), text)
+    _atomic_write(os.path.join(out, "results.json"), json.dumps(figures, indent=1, default=str))
+    print(text)
+    return text

@@ -1,0 +1,71 @@
+"""launch.results on a tiny anchor: cells run at most max_cells at a time and resume, a benchmark cell is
+written whole, the tables and results.json come from the finished cells, a changed config is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import types as pytypes
+
+import pytest
+
+from cp_jax.jobs import results
+from experiments import results as results_file
+from tests.test_post_train import anchor  # noqa: F401  (the tiny anchor fixture)
+
+TINY = {"scenes.train": 2, "scenes.eval": 0, "scenes.agents": 3, "ppo.num_envs": 2, "ppo.rollout_steps": 10,
+        "ppo.num_minibatches": 2, "train.ckpt_every": 2, "train.log_every": 1, "train.progress": False}
+SWEEP = pytypes.SimpleNamespace(VARIANTS={"ppo_continue": ("ppo_continue", TINY)}, TABLE_II=(), TABLE_IV=(),
+                                TABLE_V=())
+
+
+def _config(anchor, tmp_path):  # noqa: F811
+    c = results_file.get_config()
+    c.anchor, c.budgets, c.seeds, c.variants = str(anchor), (0.006,), (0,), ("ppo_continue",)
+    c.real.variants, c.deploy.styles = ("ppo_continue",), ()
+    c.bench.update(dict(splits=("interactive",), regimes=("idm",), seeds=2, pairs=3, procedural_scenes=2,
+                        agents=3, figures=0, cache_dir=str(tmp_path / "scenes")))
+    c.max_cells = 1
+    return c
+
+
+def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anchor, monkeypatch):  # noqa: F811
+    TINY["scenes.cache_dir"] = str(tmp_path / "scenes")
+    config, out = _config(anchor, tmp_path), str(tmp_path / "results")
+    cells = results.plan(config, SWEEP)
+    assert [(c.kind, c.path) for c in cells] == [("post", "runs/B0.6/ppo_continue_s0"), ("bench", "bench/anchor"),
+                                                 ("bench", "bench/B0.6/ppo_continue_s0")]
+    assert cells[1].config.scenes == "procedural_test"  # the test set, by name
+
+    results.run(config, SWEEP, out)  # one cell: the post-training run
+    text = open(os.path.join(out, "tables.md")).read()
+    assert "cells done: 1 / 3 (partial" in text and "ppo_continue_s0 " in text  # its agent-steps are listed
+    assert not os.path.exists(os.path.join(out, "bench"))
+
+    # A benchmark cell killed mid-run leaves only its .partial folder: not done, replaced on the next run.
+    os.makedirs(os.path.join(out, "bench", "anchor.partial"))
+    open(os.path.join(out, "bench", "anchor.partial", "episodes.jsonl"), "w").write("{truncated")
+    config.max_cells = 0
+    results.run(config, SWEEP, out)
+    assert not os.path.exists(os.path.join(out, "bench", "anchor.partial"))
+    text = open(os.path.join(out, "tables.md")).read()
+    assert "cells done: 3 / 3\n" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ppo_continue |")]
+    assert rows and rows[0].startswith("| ppo_continue | 1 |") and "± n/a" in rows[0]  # one seed: no spread
+    assert any("**Differences**" in line for line in text.splitlines())
+    figures = json.load(open(os.path.join(out, "results.json")))
+    row = figures["budgets"]["B0.6"]["table_i"]["interactive"]["ppo_continue"]
+    anchor_row = figures["budgets"]["B0.6"]["table_i"]["interactive"]["anchor"]
+    assert row["runs"] == 1 and row["score_std"] is None
+    diff = row["minus_anchor"]["score"]
+    assert diff["pairs"] == 3 and diff["lo"] <= diff["mean"] <= diff["hi"]
+    assert diff["mean"] == pytest.approx(row["score"] - anchor_row["score"], abs=1e-6)  # every pair matched
+
+    # Nothing left to run: the same command only rewrites the tables. Another config is refused first.
+    monkeypatch.setattr(results, "_run_cell", lambda *a: pytest.fail("a finished cell ran again"))
+    results.run(config, SWEEP, out)
+    before = os.path.getmtime(os.path.join(out, "tables.md"))
+    config.seeds = (0, 1)
+    with pytest.raises(ValueError, match="seeds"):
+        results.run(config, SWEEP, out)
+    assert os.path.getmtime(os.path.join(out, "tables.md")) == before
