@@ -21,7 +21,8 @@ SWEEP = pytypes.SimpleNamespace(VARIANTS={"ppo_continue": ("ppo_continue", TINY)
 
 def _config(anchor, tmp_path):  # noqa: F811
     c = results_file.get_config()
-    c.anchor, c.budgets, c.seeds, c.variants = str(anchor), (0.006,), (0,), ("ppo_continue",)
+    c.anchor, c.budgets, c.seeds, c.table_i, c.variants = str(anchor), (0.006,), (0,), ("ppo_continue",), ()
+    c.variant_budgets = ()
     c.real.variants, c.deploy.styles = ("ppo_continue",), ()
     c.bench.update(dict(splits=("interactive",), regimes=("idm",), seeds=2, pairs=3, procedural_scenes=2,
                         agents=3, figures=0, cache_dir=str(tmp_path / "scenes")))
@@ -65,7 +66,12 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     monkeypatch.setattr(results, "_run_cell", lambda *a: pytest.fail("a finished cell ran again"))
     results.run(config, SWEEP, out)
     before = os.path.getmtime(os.path.join(out, "tables.md"))
-    config.seeds = (0, 1)
-    with pytest.raises(ValueError, match="seeds"):
+    config.bench.seeds = 3
+    with pytest.raises(ValueError, match="bench/anchor: made with another config .*bench.seeds"):
+        results.run(config, SWEEP, out)
+    config.bench.seeds = 2
+    TINY["ppo.lr"] = 1e-2
+    with pytest.raises(ValueError, match="runs/B0.6/ppo_continue_s0: made with another config .*ppo.lr"):
         results.run(config, SWEEP, out)
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before
+    del TINY["ppo.lr"]

@@ -16,7 +16,9 @@ done / total, agent-steps charged per run); OUT/results.json the Table I figures
 and method (runs, score and clean-goal mean / std, differences with intervals). Both are written to a
 temporary name and moved into place.
 
-A re-run with a different config (anything but max_cells) is refused before a file is touched.
+A cell begun or finished under another config than the one planned for it now is refused before any
+file is touched (each post-training run's run_info.json, each benchmark cell's cell.json); adding
+budgets, seeds or variants only adds cells.
 """
 
 from __future__ import annotations
@@ -41,8 +43,6 @@ from cp_jax.jobs import sweep as sweep_job
 from cp_jax.jobs.benchmark import run_benchmark
 from cp_jax.policy import saved
 
-RESUMABLE = ("max_cells",)  # config fields a re-run may change
-
 
 class Cell(NamedTuple):
     kind: str  # "post" or "bench"
@@ -58,8 +58,10 @@ def budget_tag(frac: float) -> str:
 
 
 def _budget_config(config, frac: float):
+    """The sweep config of one budget: Table I's methods, and the other variants at config.variant_budgets."""
     c = ml_collections.ConfigDict(config.to_dict())
     c.budget_frac = frac
+    c.variants = (*config.table_i, *(config.variants if frac in tuple(config.variant_budgets) else ()))
     return c
 
 
@@ -80,9 +82,12 @@ def plan(config, sweep) -> list[Cell]:
     if config.real.scenes:
         real = dataclasses.replace(bench, scenes=config.real.scenes, manifests=config.real.manifests,
                                    splits=tuple(config.real.splits), regimes=tuple(config.real.regimes), figures=0)
-        unknown = set(config.real.variants) - set(config.variants)
+        unknown = set(config.real.variants) - set(config.table_i)
         if unknown:
-            raise ValueError(f"config.real.variants: {sorted(unknown)} are not in config.variants")
+            raise ValueError(f"config.real.variants: {sorted(unknown)} are not in config.table_i")
+    unknown = set(config.variant_budgets) - set(config.budgets)
+    if unknown:
+        raise ValueError(f"config.variant_budgets: {sorted(unknown)} are not in config.budgets")
     posts, benches = [], [Cell("bench", "bench/anchor", config=bench, policy="anchor")]
     if real:
         benches.append(Cell("bench", "real/anchor", config=real, policy="anchor"))
@@ -110,17 +115,41 @@ def done(out: str, cell: Cell) -> bool:
     return os.path.exists(os.path.join(out, cell.path, marker))
 
 
-def _check_resume(out: str, config) -> None:
-    """Refuse a re-run whose config differs from the stored one (except RESUMABLE fields)."""
-    path = os.path.join(out, "run_info.json")
-    if not os.path.exists(path):
-        return
-    stored = json.load(open(path))["config"]
-    new = json.loads(json.dumps(config.to_dict(), default=str))
-    diff = sorted(k for k in set(stored) | set(new) if k not in RESUMABLE and stored.get(k) != new.get(k))
-    if diff:
-        raise ValueError(f"{out}: holds results made with another config (fields {diff} differ from "
-                         f"{path}); use another --out or the same config")
+def _plain(x):
+    return json.loads(json.dumps(x, default=str))  # tuples as lists, as a stored config reads back
+
+
+def _cell_config(cell: Cell, anchor: str) -> dict:
+    """What a cell's result depends on: a post-training run's config; a benchmark's BenchConfig and ego."""
+    if cell.kind == "post":
+        return _plain(cell.config.to_dict())
+    return _plain(dict(bench=dataclasses.asdict(cell.config), ego=cell.run or anchor, policy=cell.policy))
+
+
+def _stored_config(out: str, cell: Cell) -> dict | None:
+    path = os.path.join(out, cell.path, "run_info.json" if cell.kind == "post" else "cell.json")
+    return json.load(open(path))["config"] if os.path.exists(path) else None
+
+
+def _flat(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+    return out
+
+
+def _check_resume(out: str, cells: list[Cell], anchor: str) -> None:
+    """Refuse, before any work, when a cell already begun or finished was made with another config than
+    the one planned for it now (adding cells, budgets or variants is fine: each cell is checked alone)."""
+    for cell in cells:
+        stored = _stored_config(out, cell)
+        if stored is None:
+            continue
+        a, b = _flat(stored), _flat(_cell_config(cell, anchor))
+        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        if diff:
+            raise ValueError(f"{os.path.join(out, cell.path)}: made with another config ({', '.join(diff[:6])}"
+                             f"{' ...' if len(diff) > 6 else ''} differ); use another --out or restore the config")
 
 
 def _run_cell(out: str, cell: Cell, anchor: str) -> None:
@@ -133,6 +162,8 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     partial = target + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     run_benchmark([ego], cell.config, partial, progress=False)
+    with open(os.path.join(partial, "cell.json"), "w") as f:
+        json.dump(dict(config=_cell_config(cell, anchor)), f, indent=1)
     os.replace(partial, target)
 
 
@@ -140,7 +171,7 @@ def run(config, sweep, out: str) -> str:
     """Run the cells not done yet (module docstring), then write the tables; returns tables.md's text.
     sweep: the sweep file's module (its VARIANTS and TABLE_*; cp_jax.jobs.sweep.sweep_module)."""
     cells = plan(config, sweep)
-    _check_resume(out, config)
+    _check_resume(out, cells, config.anchor)
     write_run_info(out, config)
     todo = [c for c in cells if not done(out, c)]
     limit = config.max_cells or len(todo)
