@@ -232,6 +232,37 @@ def test_a_tiny_round_end_to_end_repairs_a_timeout(cautious_records):
     assert diag["gate_accepted"] == 1.0 and diag["gate_old"] == diag["gate_new"] == 0.0
 
 
+def test_component_switches_each_change_what_a_round_does(cautious_records):
+    """Table II's switches, each off once on the tiny round of the test above (value root, H = 20):
+    C off (condition_search): retries keep the failing (cautious) condition, so none reaches its goal and
+    nothing is repaired; S off (verify_others, reverify): no re-run, so the round charges 4 failures x
+    2 re-run branches x 3 cars x 20 steps less; D off (deploy_distill): the student learns under the
+    failing agent's own condition instead of the deployment one, so the parameters differ."""
+    bank, net = _bank(), networks.ActorCritic(NET)
+    anchor = _keep_going_params()
+    base = CounterPlayConfig(num_envs=2, max_failures=4, root_rule="value", window=20,
+                             styles=("cautious", "aggressive"), deploy_style="normal", distill_steps=3,
+                             distill_batch=32, reg_states=2, lr=1e-3)
+
+    def run(**switches):
+        cfg = dataclasses.replace(base, **switches)
+        state, diag = loop.make_round(net, cfg, SIM, types.default_params())(
+            loop.init(anchor, cfg, jax.random.PRNGKey(5)), anchor, bank)
+        return state, jax.device_get(diag)
+
+    full_state, full = run()
+    assert full["repaired"] == 4
+    _, no_c = run(condition_search=False)
+    assert no_c["repaired"] == 0 and no_c["passed_style"].sum() == 0  # both retries stay cautious: timeouts
+    _, no_s = run(verify_others=False, reverify=False)
+    assert no_s["repaired"] == 4
+    assert full["round_steps"] - no_s["round_steps"] == pytest.approx(4 * 2 * 3 * 20, rel=0.25)  # no re-runs
+    no_d_state, no_d = run(deploy_distill=False)
+    assert no_d["repaired"] == 4 and no_d["distilled_samples"] == full["distilled_samples"]
+    differ = jax.tree.map(lambda a, b: bool(jnp.any(jnp.abs(a - b) > 1e-7)), no_d_state.params, full_state.params)
+    assert any(jax.tree.leaves(differ))  # same samples, another student condition
+
+
 def test_style_distillation_round_moves_the_deployed_policy_towards_the_style():
     """Aggressive distillation: on recorded states, the student under the cautious condition is
     pulled towards the anchor under the aggressive one (its KL to that teacher goes down); the
