@@ -169,3 +169,22 @@ def test_summary_json_is_strict_with_one_seed(tmp_path):
     report.write_summary(summary, tmp_path / "s.json", tmp_path / "s.csv")
     assert "NaN" not in (tmp_path / "s.json").read_text()
     assert json.loads((tmp_path / "s.json").read_text())[0]["score_std"] is None
+
+
+def test_figure_pairs_draw_only_what_the_filter_claims():
+    """The main job's 'repaired' figures: records store clean as 0.0 / 1.0; only pairs where the anchor
+    failed and CounterPlay completed are drawn, never a fallback of other pairs."""
+    from types import SimpleNamespace
+
+    from cp_jax.jobs.benchmark import figure_pairs
+    from cp_jax.jobs.main import repaired
+
+    pairs = [SimpleNamespace(scene_id=f"s{i}", ego=1) for i in range(5)]
+    outcomes = [("timeout", "completed"), ("completed", "completed"), ("timeout", "timeout"),
+                ("completed", "at_fault"), ("offroad", "completed")]
+    recs = [dict(_rec(p, o, scene=f"s{i}", regime="normal"), clean=float(o == "completed"))
+            for i, pair in enumerate(outcomes) for p, o in zip(("anchor", "counterplay"), pair, strict=True)]
+    assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "normal", "interactive", 4, repaired) == [0, 4]
+    assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "normal", "interactive", 1, repaired) == [0]
+    assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "normal", "interactive", 4) == [0, 3, 4]  # differ
+    assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "idm", "interactive", 4, repaired) == []

@@ -303,3 +303,14 @@ def test_export_policy_writes_the_lineage(tmp_path):
     assert (out / "curve.png").stat().st_size > 0  # the lineage's curve (the run itself drew none)
     readme = (out / "README.md").read_text()
     assert "python -m launch.train_anchor --workdir=base" in readme and "2.20 M simulated agent-steps" in readme, readme
+
+
+def test_progress_bar_names_its_unit(capsys):
+    """Training counts updates, behaviour cloning epochs, post-training agent-steps: each bar says which."""
+    from cp_jax.io.metrics import Progress
+
+    for unit in ("updates", "agent-steps"):
+        with Progress(10, "job", unit=unit) as bar:
+            bar.update(4)
+        err = capsys.readouterr().err
+        assert f" {unit}/s" in err and "40%" in err

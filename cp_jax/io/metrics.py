@@ -129,16 +129,18 @@ class MetricWriter:
 
 
 class Progress:
-    """A tqdm bar over agent-steps: rate in agent-steps/s (SPS), ETA, and an optional postfix of scalars."""
+    """A tqdm bar over `unit`s (agent-steps, updates, epochs): its rate in units/s, the ETA from the
+    measured rate, and an optional postfix of scalars."""
 
-    def __init__(self, total_steps: int, desc: str, initial: int = 0, disable: bool = False):
+    def __init__(self, total_steps: int, desc: str, initial: int = 0, disable: bool = False,
+                 unit: str = "agent-steps"):
         from tqdm import tqdm
 
         self._bar = tqdm(total=int(total_steps), initial=int(initial), desc=desc, disable=disable,
-                         unit=" agent-steps", unit_scale=True, dynamic_ncols=True, smoothing=0.1)
+                         unit=f" {unit}", unit_scale=unit == "agent-steps", dynamic_ncols=True, smoothing=0.1)
 
     def update(self, n_steps: int, postfix: dict[str, float] | None = None) -> None:
-        """Advance by `n_steps` agent-steps; `postfix` scalars are shown after the rate."""
+        """Advance by `n_steps` units; `postfix` scalars are shown after the rate."""
         if postfix:
             self._bar.set_postfix({k: f"{float(np.asarray(v)):.4g}" for k, v in postfix.items()}, refresh=False)
         self._bar.update(int(n_steps))

@@ -28,7 +28,8 @@ from cp_jax.sim import conditions, env
 def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None) -> list[dict]:
     """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
     batched episode run each; writes out's files (module docstring) and returns the summary records.
-    figure_filter(outcomes: {policy: clean}) -> bool picks the pairs drawn (default: outcomes differ)."""
+    figure_filter(outcomes: {policy: clean (bool)}) -> bool picks the pairs drawn (default: outcomes
+    differ; `figure_pairs`)."""
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
     traffic = bench.traffic()
@@ -83,18 +84,29 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     return summary
 
 
-def _figures(st, egos, keep, records, regime, split, out, count, figure_filter=None):
-    """Pairs of `split` picked by figure_filter (default: the first two policies' outcomes differ),
-    then any pairs; the first two policies side by side."""
-    shown = [e.name for e in egos[:2]]
+def figure_pairs(records: list[dict], pairs: list, shown: list[str], regime: str, split: str, count: int,
+                 figure_filter=None) -> list[int]:
+    """Indices into `pairs` (of `split`) of at most `count` pairs to draw, in pair order: those whose
+    outcomes {policy: clean (bool)} for the `shown` policies (benchmark seed 0, `regime`) pass
+    figure_filter (default: the outcomes differ). Only such pairs: a figure never shows what its filter
+    does not claim."""
     wanted = figure_filter or (lambda clean: len(set(clean.values())) >= 2)
     outcome = {}
     for r in records:
         if r["split"] == split and r["regime"] == regime and r["seed"] == 0 and r["policy"] in shown:
-            outcome.setdefault((r["scene_id"], r["ego"]), {})[r["policy"]] = r["clean"]
+            outcome.setdefault((r["scene_id"], r["ego"]), {})[r["policy"]] = bool(r["clean"])
+    return [i for i, p in enumerate(pairs) if len(outcome.get((p.scene_id, p.ego), {})) == len(shown)
+            and wanted(outcome[(p.scene_id, p.ego)])][:count]
+
+
+def _figures(st, egos, keep, records, regime, split, out, count, figure_filter=None):
+    """The pairs `figure_pairs` picks, the first two policies side by side."""
+    shown = [e.name for e in egos[:2]]
     pairs = st.splits[split].pairs
-    order = sorted(range(len(pairs)), key=lambda i: not wanted(outcome.get((pairs[i].scene_id, pairs[i].ego), {})))
-    for n, i in enumerate(order[:count]):
+    picked = figure_pairs(records, pairs, shown, regime, split, count, figure_filter)
+    if len(picked) < count:
+        print(f"figures: {len(picked)} of {count} drawn ({split}, {regime} traffic): no other pair matched")
+    for n, i in enumerate(picked):
         p = pairs[i]
         recs = [{k: np.asarray(v[i]) for k, v in keep[(name, split)].__dict__.items()} for name in shown]
         path = os.path.join(out, f"fig_{n:02d}_{p.scene_id}_ego{p.ego}.png")

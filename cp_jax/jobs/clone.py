@@ -154,7 +154,8 @@ def run(config, workdir: str) -> dict[str, Any]:
         val_data = None
 
     state, done = run_dir.restore(State(params, optimizer.init(params), jnp.zeros((), jnp.int32)))
-    bar = Progress(setup.bc.epochs, "epochs", initial=done, disable=not config.train.progress)
+    bar = Progress(setup.bc.epochs, "behaviour cloning", initial=done, disable=not config.train.progress,
+                   unit="epochs")
     row: dict[str, float] = {}
     clock = dict(t=time.perf_counter())
 

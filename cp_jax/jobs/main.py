@@ -24,6 +24,11 @@ METHODS = ("counterplay", "ppo_continue")
 EXPECTED_MINUTES = 8  # b41 (budget 196 K agent-steps per method): 393-475 s on a 2-core CPU (session 22)
 
 
+def repaired(clean: dict) -> bool:
+    """The figures' filter: the anchor failed the pair and CounterPlay completed it ({policy: clean})."""
+    return not clean["anchor"] and clean["counterplay"]
+
+
 def post_configs(config) -> dict:
     """The two post-training configs with the main job's anchor, budget and seed applied."""
     out = {}
@@ -57,7 +62,6 @@ def run(config, out: str) -> list[dict]:
     print(f"[{time.time() - t0:5.0f}s] benchmark", flush=True)
     egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
     egos += [episodes.from_saved(name, saved.load(os.path.join(out, name, "policy"))) for name in METHODS]
-    repaired = lambda clean: clean.get("anchor") is False and clean.get("counterplay") is True  # noqa: E731
     summary = run_benchmark(egos, bench, out, progress=False, figure_filter=repaired)
     print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png")
     return summary

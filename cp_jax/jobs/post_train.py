@@ -243,7 +243,8 @@ def post_train(config, workdir: str) -> dict[str, Any]:
 
     if val_bank is not None and done == 0:
         validate(0)
-    bar = Progress(int(setup.budget), "agent-steps", initial=int(state.agent_steps), disable=not config.train.progress)
+    bar = Progress(int(setup.budget), "post-training", initial=int(state.agent_steps),
+                   disable=not config.train.progress)
     more = lambda s, d: keep_going(float(s.agent_steps), d, setup.budget, setup.budget_stop)  # noqa: E731
     spent = dict(before=float(state.agent_steps))
 

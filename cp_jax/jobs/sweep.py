@@ -99,7 +99,7 @@ def run(config, sweep, out: str) -> str:
     egos += [episodes.from_saved(n, saved.load(os.path.join(out, "runs", n, "policy"))) for n in runs]
     bench_out = os.path.join(out, "bench")
     # Figures: the anchor (left) beside the first run (right) where that run completes an anchor failure.
-    repaired = lambda clean: clean.get("anchor") is False and any(v for k, v in clean.items() if k != "anchor")  # noqa: E731
+    repaired = lambda clean: not clean["anchor"] and clean[egos[1].name] if len(egos) > 1 else False  # noqa: E731
     run_benchmark(egos, bench, bench_out, progress=False, figure_filter=repaired)
     records = read_jsonl(os.path.join(bench_out, "episodes.jsonl"))
     for style in config.deploy.styles:  # Table IV: the variants its rows name, under the other deployment styles

@@ -98,7 +98,7 @@ def train(config, workdir: str) -> dict[str, Any]:
     else:
         update = ppo.make_update(net, setup.ppo, setup.sim, params, mesh=mesh)
     total = config.train.total_updates
-    bar = Progress(total, "updates", initial=done, disable=not config.train.progress)
+    bar = Progress(total, "training", initial=done, disable=not config.train.progress, unit="updates")
     log = dict(t=time.perf_counter(), steps=float(runner.agent_steps), pending=[])
 
     def after(done: int, runner, stats, last: bool) -> None:
