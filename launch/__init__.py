@@ -1,0 +1,8 @@
+"""Command-line entry points (`python -m launch.X`); every one prints its own lines, not library log
+records, unless --verbosity is given (cp_jax/io/console.py)."""
+
+import sys
+
+from cp_jax.io import console
+
+console.quiet_libraries(sys.argv)

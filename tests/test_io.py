@@ -314,3 +314,20 @@ def test_progress_bar_names_its_unit(capsys):
             bar.update(4)
         err = capsys.readouterr().err
         assert f" {unit}/s" in err and "40%" in err
+
+
+def test_console_keeps_own_records_and_errors_only():
+    import logging
+
+    from cp_jax.io import console
+
+    def record(path, level):
+        return logging.LogRecord("absl", level, path, 1, "m", None, None)
+
+    own = console.OwnRecords()
+    assert own.filter(record(console.PROJECT_DIRS[0] + "jobs/scenes.py", logging.INFO))
+    assert not own.filter(record("/usr/lib/python3/site-packages/orbax/checkpoint/checkpoint_manager.py", logging.INFO))
+    assert not own.filter(record("/usr/lib/python3/site-packages/tensorflow_datasets/core/x.py", logging.WARNING))
+    assert own.filter(record("/usr/lib/python3/site-packages/orbax/checkpoint/x.py", logging.ERROR))
+    assert console.asks_verbosity(["prog", "--verbosity=1"]) and console.asks_verbosity(["prog", "-v", "1"])
+    assert not console.asks_verbosity(["prog", "--out=x"])

@@ -91,7 +91,8 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     cli = [f"--config.{k}={v}" for k, v in settings.items()]
     killed = _run("counterplay", b, anchor, cache, cli, kill_at=3)  # round 2's checkpoint survives
     assert killed.returncode == -9, killed.stderr[-3000:]
-    assert "2 training scenes (this process's of 2 groups)" in killed.stderr
+    assert "2 training scenes (this process's of 2 groups)" in killed.stderr  # the job's own line shows ...
+    assert "checkpoint_manager" not in killed.stderr  # ... orbax's records do not (cp_jax/io/console.py)
     assert not (b / "policy" / "params.msgpack").exists() and len(_metrics(b)) == 3
     with pytest.raises(ValueError, match="bank_groups=2"):  # ungrouped: its scene indices would mean other scenes
         post_train.post_train(_config("counterplay", anchor, cache), str(b))

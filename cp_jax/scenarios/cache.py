@@ -8,8 +8,10 @@ for. Random access by index (`ScenarioCache[i]`, `load_bank(...)`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
+import io
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -101,7 +103,10 @@ def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tu
         raise FileExistsError(f"{out_dir} already holds a scenario cache: remove it or choose another folder")
     builder = _builder(out_dir, cfg)
     builder._examples = examples
-    builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    # TFDS prints "Downloading and preparing dataset ..." and its own progress bars: not our job's lines.
+    tfds.display_progress_bar(False)
+    with contextlib.redirect_stdout(io.StringIO()):
+        builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     with open(os.path.join(out_dir, "sim_config.json"), "w") as f:
         json.dump(dataclasses.asdict(cfg), f, indent=2)
     return builder.data_dir
