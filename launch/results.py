@@ -3,16 +3,19 @@ one policy) run or resumed, then results/tables.md and results/results.json (cp_
 
     python -m launch.results --out=results
     python -m launch.results --out=results --config.max_cells=6     # spread the CPU work over sessions
+    python -m launch.results --out=results --readme                 # and the README's headline table
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from absl import app, flags
 from ml_collections import config_flags
 
 flags.DEFINE_string("out", "results", "output directory")
+flags.DEFINE_bool("readme", False, "rewrite the README's results block from OUT/results.json afterwards")
 config_flags.DEFINE_config_file(
     "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "results.py"),
     "results file (ml_collections); override fields with --config.FIELD=VALUE",
@@ -29,6 +32,10 @@ def main(_):
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
     results.run(FLAGS.config, module, FLAGS.out)
+    if FLAGS.readme:
+        readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
+        with open(os.path.join(FLAGS.out, "results.json")) as f:
+            results.update_readme(readme, json.load(f))
 
 
 if __name__ == "__main__":

@@ -62,6 +62,16 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     assert diff["pairs"] == 3 and diff["lo"] <= diff["mean"] <= diff["hi"]
     assert diff["mean"] == pytest.approx(row["score"] - anchor_row["score"], abs=1e-6)  # every pair matched
 
+    # The README's headline block comes from results.json (a README without the block is refused).
+    readme = tmp_path / "README.md"
+    readme.write_text(f"intro\n{results.README_BEGIN}\nold\n{results.README_END}\nrest\n")
+    results.update_readme(str(readme), figures)
+    block = readme.read_text()
+    assert block.startswith("intro\n<!-- results:begin -->") and block.endswith("<!-- results:end -->\nrest\n")
+    assert "| interactive | ppo_continue | 1 |" in block and "old" not in block
+    with pytest.raises(ValueError, match="no <!-- results:begin -->"):
+        results.update_readme(str(tmp_path / "results" / "tables.md"), figures)
+
     # Nothing left to run: the same command only rewrites the tables. Another config is refused first.
     monkeypatch.setattr(results, "_run_cell", lambda *a: pytest.fail("a finished cell ran again"))
     results.run(config, SWEEP, out)
@@ -75,3 +85,15 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
         results.run(config, SWEEP, out)
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before
     del TINY["ppo.lr"]
+
+
+def test_readme_headline_equals_the_committed_results():
+    """The README quotes test-set figures only from results/results.json, exactly; without it, none."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    readme = open(os.path.join(root, "README.md")).read()
+    path = os.path.join(root, "results", "results.json")
+    if not os.path.exists(path):
+        assert results.README_BEGIN not in readme
+        return
+    block = readme.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
+    assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path)))

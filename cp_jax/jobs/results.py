@@ -284,3 +284,36 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     _atomic_write(os.path.join(out, "results.json"), json.dumps(figures, indent=1, default=str))
     print(text)
     return text
+
+
+README_BEGIN, README_END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def readme_block(figures: dict, budget: str | None = None) -> str:
+    """The README's headline table from results.json's figures: per split, each Table I method's runs,
+    score and clean-goal rate (mean ± std over runs) and its paired difference from the anchor, at the
+    given budget tag (default: the first), between README_BEGIN and README_END."""
+    tag = budget or next(iter(figures["budgets"]))
+    table = figures["budgets"][tag]["table_i"]
+    lines = [README_BEGIN, f"Test set, budget {tag[1:]}% (`results/results.json`, commit {figures['commit'][:7]}, "
+             f"{figures['cells_done']} / {figures['cells']} cells):", "",
+             "| split | method | runs | score | clean goal % | score − anchor [95%] | clean − anchor [95%] |",
+             "|---|---|---|---|---|---|---|"]
+    for split, rows in table.items():
+        for method, row in rows.items():
+            diff = [stats.Difference(**row["minus_anchor"][k]).text(1) if "minus_anchor" in row else "—"
+                    for k in ("score", "clean")]
+            spread = [float("nan") if row[f"{k}_std"] is None else row[f"{k}_std"] for k in ("score", "clean")]
+            lines.append(f"| {split} | {method} | {row['runs']} | {stats.pm(row['score'], spread[0], 1)} | "
+                         f"{stats.pm(row['clean'], spread[1], 1)} | {diff[0]} | {diff[1]} |")
+    return "\n".join([*lines, README_END])
+
+
+def update_readme(path: str, figures: dict) -> None:
+    """Replace the block between README_BEGIN and README_END in the file at path (refused without them)."""
+    text = open(path).read()
+    if README_BEGIN not in text or README_END not in text:
+        raise ValueError(f"{path}: no {README_BEGIN} ... {README_END} block to replace")
+    head, rest = text.split(README_BEGIN, 1)
+    _atomic_write(path, head + readme_block(figures) + rest.split(README_END, 1)[1])
+
