@@ -8,7 +8,7 @@ Table I's methods on the real test scenes.
 
 The variants and table rows are the sweep file's (experiments/sweep_small.py). Every choice is made
 on the validation sets (launch.sweep, launch.evaluate); only this command reads the test sets
-(docs/decisions.md, "Validation and test").
+(docs/decisions.md, "Data roles").
 """
 
 import ml_collections

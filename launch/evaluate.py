@@ -8,7 +8,7 @@
 const_vel); the first is the reference of Table III. --scenes: `procedural`, the validation set
 (--procedural_scenes scenes from seed 300000, both splits of --pairs pairs each), or a converted scene
 cache (launch.build_scenes) with split manifests in --manifests (launch.make_splits). The procedural test
-set is read only by launch.results (docs/decisions.md, "Validation and test").
+set is read only by launch.results (docs/decisions.md, "Data roles").
 
 Writes into --out: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics, so two policies can be compared pair by pair), summary.json and
@@ -48,15 +48,16 @@ BENCH_FLAGS = ("splits", "regimes", "ego_styles", "seeds", "scenes", "manifests"
 def validate():
     """Every flag checked before any work; returns (egos, BenchConfig)."""
     from cp_jax.bench import config as bench_config
-    from cp_jax.bench import episodes
+    from cp_jax.bench import episodes, suite
 
     if not FLAGS.policy:
         raise app.UsageError("--policy: give at least one")
     if not FLAGS.out:
         raise app.UsageError("--out: required")
-    if FLAGS.scenes == "procedural_test":
-        raise app.UsageError("--scenes=procedural_test: the test set is read only by python -m launch.results; "
-                             "make choices on --scenes=procedural (validation)")
+    try:
+        suite.refuse_test_set(FLAGS.scenes, "--scenes")
+    except ValueError as e:
+        raise app.UsageError(str(e)) from None
     try:
         bench = bench_config.BenchConfig(**{name: getattr(FLAGS, name) for name in BENCH_FLAGS})
         egos = [episodes.from_spec(p) for p in FLAGS.policy]

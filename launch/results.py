@@ -28,7 +28,7 @@ def main(_):
 
     try:
         module = sweep.sweep_module(FLAGS.config.sweep_file or None)
-        results.plan(FLAGS.config, module)
+        results._check_resume(FLAGS.out, results.plan(FLAGS.config, module), FLAGS.config.anchor)
     except (ValueError, FileNotFoundError) as e:
         raise app.UsageError(str(e)) from None
     results.run(FLAGS.config, module, FLAGS.out)

@@ -149,6 +149,12 @@ def test_paired_difference_matches_pairs_and_averages_runs():
     d = stats.paired_difference(noisy, "m", "anchor", ["idm"], "interactive")
     assert d.mean == pytest.approx(0.0) and -20.0 < d.lo < -2.0 and 2.0 < d.hi < 20.0 and d.verdict == "inconclusive"
     assert d == stats.paired_difference(noisy, "m", "anchor", ["idm"], "interactive")  # fixed generator seed
+    # The bootstrap resamples scenes: 20 egos of one scene all +20, of another all -20 -> two clusters, so
+    # the interval spans both (resampling the 40 pairs alone would make it narrow).
+    clustered = [_rec("anchor", "timeout", scene=f"s{i // 20}", ego=i, score=50.0) for i in range(40)]
+    clustered += [_rec("m", "timeout", scene=f"s{i // 20}", ego=i, score=70.0 if i < 20 else 30.0) for i in range(40)]
+    d = stats.paired_difference(clustered, "m", "anchor", ["idm"], "interactive")
+    assert d.pairs == 40 and (d.mean, d.lo, d.hi) == pytest.approx((0.0, -20.0, 20.0))
     assert stats.paired_difference(noisy, "m", "other", ["idm"], "interactive").text() == "—"
 
 

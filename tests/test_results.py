@@ -31,7 +31,7 @@ def _config(anchor, tmp_path):  # noqa: F811
 
 
 def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anchor, monkeypatch):  # noqa: F811
-    TINY["scenes.cache_dir"] = str(tmp_path / "scenes")
+    monkeypatch.setitem(TINY, "scenes.cache_dir", str(tmp_path / "scenes"))  # undone after the test
     config, out = _config(anchor, tmp_path), str(tmp_path / "results")
     cells = results.plan(config, SWEEP)
     assert [(c.kind, c.path) for c in cells] == [("post", "runs/B0.6/ppo_continue_s0"), ("bench", "bench/anchor"),
@@ -50,7 +50,7 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     results.run(config, SWEEP, out)
     assert not os.path.exists(os.path.join(out, "bench", "anchor.partial"))
     text = open(os.path.join(out, "tables.md")).read()
-    assert "cells done: 3 / 3\n" in text
+    assert "cells done: 3 / 3;" in text and "(partial" not in text
     rows = [line for line in text.splitlines() if line.startswith("| ppo_continue |")]
     assert rows and rows[0].startswith("| ppo_continue | 1 |") and "± n/a" in rows[0]  # one seed: no spread
     assert any("**Differences**" in line for line in text.splitlines())
@@ -74,26 +74,36 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
 
     # Nothing left to run: the same command only rewrites the tables. Another config is refused first.
     monkeypatch.setattr(results, "_run_cell", lambda *a: pytest.fail("a finished cell ran again"))
-    results.run(config, SWEEP, out)
     before = os.path.getmtime(os.path.join(out, "tables.md"))
+    assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
     config.bench.seeds = 3
     with pytest.raises(ValueError, match="bench/anchor: made with another config .*bench.seeds"):
         results.run(config, SWEEP, out)
     config.bench.seeds = 2
-    TINY["ppo.lr"] = 1e-2
+    monkeypatch.setitem(TINY, "ppo.lr", 1e-2)
     with pytest.raises(ValueError, match="runs/B0.6/ppo_continue_s0: made with another config .*ppo.lr"):
         results.run(config, SWEEP, out)
+    monkeypatch.delitem(TINY, "ppo.lr")
+    # A benchmark cell made by other simulator / benchmark / scene code is refused too.
+    monkeypatch.setattr(results, "bench_code_digest", lambda: "other")
+    with pytest.raises(ValueError, match="bench/anchor: made by other simulator"):
+        results.run(config, SWEEP, out)
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before
-    del TINY["ppo.lr"]
 
 
 def test_readme_headline_equals_the_committed_results():
-    """The README quotes test-set figures only from results/results.json, exactly; without it, none."""
+    """The README quotes test-set figures only from the committed results/results.json, exactly; without
+    it, none (a results/ folder a user made but did not commit is not the project's)."""
+    import subprocess
+
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     readme = open(os.path.join(root, "README.md")).read()
     path = os.path.join(root, "results", "results.json")
-    if not os.path.exists(path):
+    tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "results/results.json"], cwd=root,
+                             capture_output=True).returncode == 0
+    if not tracked:
         assert results.README_BEGIN not in readme
         return
+    assert results.README_BEGIN in readme and results.README_END in readme, "README.md: no results block"
     block = readme.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
     assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path)))

@@ -2,6 +2,7 @@
 and are written from the benchmark's records (no post-training run, no simulation)."""
 
 import ml_collections
+import pytest
 
 from cp_jax.bench.config import BenchConfig
 from cp_jax.jobs import post_train, sweep
@@ -19,6 +20,11 @@ def test_every_variant_resolves_and_every_table_row_names_a_variant():
     assert runs["fixed10_s0"].counterplay.window == 10 and runs["cp_no_gate_s0"].counterplay.student_gate is False
     assert runs["cautious_distill_s0"].method == "cautious_distill"
     sweep.resolve(config, sweep_small)  # the benchmark section and Table IV's deployment styles too
+    config.bench.scenes = "procedural_test"  # the test set: only the results command reads it
+    with pytest.raises(ValueError, match="config.bench.scenes=procedural_test: the test set is read only"):
+        sweep.resolve(config, sweep_small)
+    sweep.resolve(config, sweep_small, test_set=True)
+    config.bench.scenes = "procedural"
     named = {m for _, m in sweep_small.TABLE_II + sweep_small.TABLE_V}
     named |= {m for _, row in sweep_small.TABLE_IV for m in row.values()}
     assert named - {"anchor"} <= set(sweep_small.VARIANTS)

@@ -35,10 +35,17 @@ from cp_jax.sim import env, types
 from cp_jax.sim.types import Scenario, SimConfig
 
 SPLITS = ("interactive", "random")
-# Procedural scene sets by name and role (docs/decisions.md, "Validation and test"): every choice is made on
+# Procedural scene sets by name and role (docs/decisions.md, "Data roles"): every choice is made on
 # the validation set; the test set is read only by the results command (launch.results), which names it.
 PROCEDURAL_SETS = {"procedural": (300_000, "validation"), "procedural_test": (9_000_000, "test")}
 PROCEDURAL_SEED = PROCEDURAL_SETS["procedural"][0]
+
+
+def refuse_test_set(scenes: str, field: str) -> None:
+    """Raise when a job other than the results command names the procedural test set."""
+    if PROCEDURAL_SETS.get(scenes, (0, ""))[1] == "test":
+        raise ValueError(f"{field}={scenes}: the test set is read only by python -m launch.results; "
+                         "make choices on 'procedural' (validation)")
 
 
 class SplitPairs(NamedTuple):

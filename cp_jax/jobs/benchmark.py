@@ -68,7 +68,7 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     tables = [report.table_i(records, regimes, s) for s in ego_styles]
     tables += [report.table_iii(records, egos[0].name), report.table_iv(summary)]
     if len(egos) > 1:
-        tables += [report.difference_table(records, regimes, [egos[0].name], s) for s in ego_styles]
+        tables += [report.difference_table(records, regimes, [egos[0].name], s, group=False) for s in ego_styles]
     pairs_note = "\n".join(f"- {excluded[name].line(name)}" for name in splits)
     text = "\n\n".join([pairs_note, *tables]) + "\n"
     with open(os.path.join(out, "tables.md"), "w") as f:

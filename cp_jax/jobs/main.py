@@ -14,7 +14,7 @@ import os
 import time
 
 from cp_jax.bench import config as bench_config
-from cp_jax.bench import episodes
+from cp_jax.bench import episodes, suite
 from cp_jax.io.run_info import write_run_info
 from cp_jax.jobs import post_train
 from cp_jax.jobs.benchmark import run_benchmark
@@ -42,7 +42,9 @@ def post_configs(config) -> dict:
 def resolve(config):
     """({method: post_train.Setup}, BenchConfig): everything validated before any work."""
     setups = {name: post_train.resolve(c) for name, c in post_configs(config).items()}
-    return setups, bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    suite.refuse_test_set(bench.scenes, "config.bench.scenes")
+    return setups, bench
 
 
 def run(config, out: str) -> list[dict]:

@@ -24,6 +24,7 @@ budgets, seeds or variants only adds cells.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -92,7 +93,7 @@ def plan(config, sweep) -> list[Cell]:
     if real:
         benches.append(Cell("bench", "real/anchor", config=real, policy="anchor"))
     for frac in config.budgets:
-        runs, _ = sweep_job.resolve(_budget_config(config, frac), sweep)
+        runs, _ = sweep_job.resolve(_budget_config(config, frac), sweep, test_set=True)
         tag = budget_tag(frac)
         for name, c in runs.items():
             run = f"runs/{tag}/{name}"
@@ -126,9 +127,26 @@ def _cell_config(cell: Cell, anchor: str) -> dict:
     return _plain(dict(bench=dataclasses.asdict(cell.config), ego=cell.run or anchor, policy=cell.policy))
 
 
-def _stored_config(out: str, cell: Cell) -> dict | None:
+BENCH_CODE = ("cp_jax/sim", "cp_jax/bench", "cp_jax/scenarios")  # what a benchmark cell's episodes depend on
+
+
+def bench_code_digest() -> str:
+    """Hash of the simulator's, the benchmark's and the scene code's source (procedural generator
+    included): a benchmark cell made by other code is refused, so no table mixes scenes or rules."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    h = hashlib.sha1()
+    for d in BENCH_CODE:
+        for dirpath, _, files in sorted(os.walk(os.path.join(root, d))):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                with open(os.path.join(dirpath, name), "rb") as f:
+                    h.update(name.encode() + f.read())
+    return h.hexdigest()[:12]
+
+
+def _stored(out: str, cell: Cell) -> dict | None:
+    """The stored run_info.json (post-training) or cell.json (benchmark) of a cell begun or finished."""
     path = os.path.join(out, cell.path, "run_info.json" if cell.kind == "post" else "cell.json")
-    return json.load(open(path))["config"] if os.path.exists(path) else None
+    return json.load(open(path)) if os.path.exists(path) else None
 
 
 def _flat(d: dict, prefix: str = "") -> dict:
@@ -140,16 +158,27 @@ def _flat(d: dict, prefix: str = "") -> dict:
 
 def _check_resume(out: str, cells: list[Cell], anchor: str) -> None:
     """Refuse, before any work, when a cell already begun or finished was made with another config than
-    the one planned for it now (adding cells, budgets or variants is fine: each cell is checked alone)."""
+    the one planned for it now, or (a benchmark cell) by other simulator / benchmark / scene code
+    (adding cells, budgets or variants is fine: each cell is checked alone). A field present on one side
+    only (added to or removed from a dataclass since) is listed, not refused."""
+    digest, one_sided = bench_code_digest(), set()
     for cell in cells:
-        stored = _stored_config(out, cell)
+        stored = _stored(out, cell)
         if stored is None:
             continue
-        a, b = _flat(stored), _flat(_cell_config(cell, anchor))
-        diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+        where = os.path.join(out, cell.path)
+        if cell.kind == "bench" and stored.get("bench_code") != digest:
+            raise ValueError(f"{where}: made by other simulator / benchmark / scene code (digest "
+                             f"{stored.get('bench_code')} vs {digest} now, {', '.join(BENCH_CODE)}); its episodes "
+                             "would not match the new cells' scenes or rules: use another --out")
+        a, b = _flat(stored["config"]), _flat(_cell_config(cell, anchor))
+        diff = sorted(k for k in set(a) & set(b) if a[k] != b[k])
         if diff:
-            raise ValueError(f"{os.path.join(out, cell.path)}: made with another config ({', '.join(diff[:6])}"
+            raise ValueError(f"{where}: made with another config ({', '.join(diff[:6])}"
                              f"{' ...' if len(diff) > 6 else ''} differ); use another --out or restore the config")
+        one_sided |= set(a) ^ set(b)
+    if one_sided:
+        print(f"results: fields added or removed since some cells were made (not compared): {sorted(one_sided)}")
 
 
 def _run_cell(out: str, cell: Cell, anchor: str) -> None:
@@ -163,7 +192,8 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     run_benchmark([ego], cell.config, partial, progress=False)
     with open(os.path.join(partial, "cell.json"), "w") as f:
-        json.dump(dict(config=_cell_config(cell, anchor)), f, indent=1)
+        json.dump(dict(config=_cell_config(cell, anchor), bench_code=bench_code_digest(), commit=git_revision()),
+                  f, indent=1)
     os.replace(partial, target)
 
 
@@ -181,6 +211,9 @@ def run(config, sweep, out: str) -> str:
     for i, cell in enumerate(todo[:limit]):
         print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)
         _run_cell(out, cell, config.anchor)
+    if not todo and os.path.exists(os.path.join(out, "tables.md")):
+        print(f"results: nothing new to run; {out}/tables.md is current")
+        return open(os.path.join(out, "tables.md")).read()
     return write_tables(config, sweep, out, cells)
 
 
@@ -213,6 +246,7 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
                  for k, scale in (("score", 1.0), ("clean", 100.0))}
             methods.setdefault(report.method_of(policy), []).append(m)
         out[split] = {}
+        means = {k: stats.all_pair_means(rs, regimes, split, k) for k in ("score", "clean")}
         for method, runs in methods.items():
             row = dict(runs=len(runs))
             for k in ("score", "clean"):
@@ -222,11 +256,20 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
                 row[f"{k}_std"] = std if np.isfinite(std) else None
             for ref in ("anchor", "ppo_continue"):
                 if ref in methods and ref != method:
-                    row[f"minus_{ref}"] = {k: stats.paired_difference(rs, method, ref, regimes, split, k,
-                                                                      n_boot=n_boot)._asdict()
+                    row[f"minus_{ref}"] = {k: stats.difference(means[k].get(method, {}), means[k].get(ref, {}),
+                                                               stats.METRIC_SCALE[k], n_boot)._asdict()
                                            for k in ("score", "clean")}
             out[split][method] = row
     return out
+
+
+def _strict(x):
+    """nan / inf (a difference with no matched pair) as JSON null."""
+    if isinstance(x, dict):
+        return {k: _strict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_strict(v) for v in x]
+    return None if isinstance(x, float) and not np.isfinite(x) else x
 
 
 def _atomic_write(path: str, text: str) -> None:
@@ -241,18 +284,22 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
     regimes = bench.regime_list
     n_done = sum(done(out, c) for c in cells)
+    commits = sorted({(_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision", "unknown")
+                      for c in cells if done(out, c)})
     header = [
         "# Results on the test sets", "",
         f"- command: `{' '.join(['python -m launch.results', *sys.argv[1:]])}`",
         f"- commit: {git_revision()}; anchor: {config.anchor}; written "
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- cells done: {n_done} / {len(cells)}" + ("" if n_done == len(cells) else " (partial: rows missing a "
-                                                    "finished benchmark cell are left out)"),
+                                                    "finished benchmark cell are left out)")
+        + f"; made at commits {', '.join(c[:12] for c in commits) or '—'} (benchmark cells all by the same "
+          f"simulator / benchmark / scene code, {bench_code_digest()})",
         f"- benchmark: {bench.scenes}, {bench.pairs} pairs per split, {bench.seeds} benchmark seeds, regimes "
         f"{', '.join(regimes)}; post-training seeds {tuple(config.seeds)}",
     ]
     blocks, figures = ["\n".join(header)], dict(config=config.to_dict(), commit=git_revision(), cells_done=n_done,
-                                                 cells=len(cells), budgets={})
+                                                 cells=len(cells), cell_commits=commits, budgets={})
     anchor_recs = _records(out, cells, "bench", None)
     anchor_recs = [r for r in anchor_recs if r["policy"] == "anchor"]
     for frac in config.budgets:
@@ -281,7 +328,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
                 figures["budgets"][tag]["real_table_i"] = table_i_figures(real, rreg, config.n_boot)
     text = "\n\n".join(blocks) + "\n"
     _atomic_write(os.path.join(out, "tables.md"), text)
-    _atomic_write(os.path.join(out, "results.json"), json.dumps(figures, indent=1, default=str))
+    _atomic_write(os.path.join(out, "results.json"), json.dumps(_strict(figures), indent=1, default=str))
     print(text)
     return text
 

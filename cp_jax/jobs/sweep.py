@@ -25,7 +25,7 @@ import os
 import time
 
 from cp_jax.bench import config as bench_config
-from cp_jax.bench import episodes, report
+from cp_jax.bench import episodes, report, suite
 from cp_jax.io.metrics import read_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.jobs import post_train
@@ -66,12 +66,15 @@ def run_configs(config, sweep=None) -> dict[str, object]:
     return out
 
 
-def resolve(config, sweep):
-    """(runs, BenchConfig): every run and the benchmark validated before any work."""
+def resolve(config, sweep, test_set: bool = False):
+    """(runs, BenchConfig): every run and the benchmark validated before any work (test_set: the
+    results command's call, the only one allowed to name the procedural test set)."""
     runs = run_configs(config, sweep)
     for c in runs.values():
         post_train.resolve(c)
     bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    if not test_set:
+        suite.refuse_test_set(bench.scenes, "config.bench.scenes")
     for style in config.deploy.styles:
         conditions.style(style)  # raises, naming the style
     if "normal" not in bench.ego_styles:
