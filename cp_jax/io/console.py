@@ -11,17 +11,36 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 PROJECT_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), d)
                      + os.sep for d in ("cp_jax", "launch", "benchmarks", "experiments"))
 LIBRARY_LOGGERS = ("jax", "orbax", "tensorflow", "tensorflow_datasets", "grain", "array_record", "etils")
 
 
+def _logging_dirs() -> tuple[str, ...]:
+    import absl.logging
+
+    return (os.path.dirname(logging.__file__) + os.sep, os.path.dirname(absl.logging.__file__) + os.sep)
+
+
 class OwnRecords(logging.Filter):
-    """Keeps a record if it is an error or was logged from this project's code."""
+    """Keeps a record if it is an error or was logged from this project's code. The caller is found on
+    the stack (a filter runs inside the logging call): absl's records carry absl's own file as their
+    pathname until its formatter looks the caller up."""
+
+    def __init__(self):
+        super().__init__()
+        self._skip = _logging_dirs()
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= logging.ERROR or os.path.abspath(record.pathname).startswith(PROJECT_DIRS)
+        if record.levelno >= logging.ERROR:
+            return True
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename.startswith(self._skip)
+                                     or frame.f_code.co_filename == __file__):
+            frame = frame.f_back
+        return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(PROJECT_DIRS)
 
 
 def asks_verbosity(argv: list[str]) -> bool:
