@@ -28,7 +28,6 @@ def get_config() -> ml_collections.ConfigDict:
         eval_seed=100_000,
         agents=12,  # agents placed per procedural scene
         kinds=(),  # layout kinds of the training scenes, cycled by seed (empty: the seven of LAYOUT_KINDS)
-        early_goals=0.0,  # share of training agents whose goal is an earlier logged position (generator.earlier_goals)
         cache_dir="~/.cache/cp_jax/scenes",  # converted banks are cached here (TFDS ArrayRecord)
         # optional: a converted real-scene cache mixed into training, built with the training's stored sizes:
         # python -m launch.build_scenes --src=../shared/data/womd_json --files=0:10 --max_agents=16

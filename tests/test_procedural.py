@@ -215,21 +215,3 @@ def test_training_scenes_cycle_the_configured_kinds(tmp_path):
     sc.kinds = ("highway", "motorway")
     with pytest.raises(ValueError, match=r"config.scenes.kinds: unknown layout kinds \['motorway'\]"):
         scenes.check(sc)
-
-
-def test_earlier_goals_move_goals_back_along_the_logs_only():
-    """early_goals = 1: every controllable agent's goal is one of its own logged positions, at least 1 s
-    into the log and 10 m from its start; logs and everything else unchanged; 0 leaves the scene as it was."""
-    plain = generator.generate(11, "highway", 8)
-    early = generator.generate(11, "highway", 8, early_goals=1.0)
-    np.testing.assert_array_equal(plain.log_xy, early.log_xy)
-    np.testing.assert_array_equal(plain.controllable, early.controllable)
-    moved = np.nonzero(np.any(plain.goal != early.goal, -1))[0]
-    assert len(moved) >= 0.5 * plain.controllable.sum()
-    for i in moved:
-        assert plain.controllable[i]
-        k = np.nonzero(np.all(np.isclose(plain.log_xy[i], early.goal[i]), -1))[0]
-        assert len(k) and k[0] >= generator.EARLY_GOAL_MIN_STEP and k[0] < plain.log_xy.shape[1] - 1
-        assert np.linalg.norm(early.goal[i] - plain.log_xy[i, 0]) >= generator.EARLY_GOAL_MIN_DIST
-    again = generator.generate(11, "highway", 8, early_goals=0.0)
-    np.testing.assert_array_equal(again.goal, plain.goal)

@@ -27,8 +27,6 @@ def check(sc) -> None:
     if sc.eval and abs(sc.eval_seed - sc.train_seed) < sc.train:
         raise ValueError("config.scenes.eval_seed: held-out seeds overlap the training seeds")
     layouts.check_kinds(sc.get("kinds", ()), "config.scenes.kinds")
-    if not 0.0 <= sc.get("early_goals", 0.0) <= 1.0:
-        raise ValueError(f"config.scenes.early_goals must be in [0, 1], got {sc.early_goals}")
     if sc.get("real", "") and not os.path.exists(os.path.join(sc.real, "sim_config.json")):
         raise ValueError(f"config.scenes.real={sc.real!r}: not a scenario cache (no sim_config.json)")
 
@@ -82,14 +80,12 @@ def load(sc, sim: types.SimConfig, groups: list[int] | None = None, num_groups: 
 
 def _group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
     """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1
-    (layout kinds cycled from sc.kinds, default LAYOUT_KINDS, and sc.early_goals of earlier goals; the
-    held-out bank keeps the defaults), then
+    (layout kinds cycled from sc.kinds, default LAYOUT_KINDS; the held-out bank keeps the default), then
     real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
     from cp_jax.scenarios import cache as cache_lib
 
     names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n,
-                                                  kinds=tuple(sc.get("kinds", ())) or None,
-                                                  early_goals=float(sc.get("early_goals", 0.0)))
+                                                  kinds=tuple(sc.get("kinds", ())) or None)
     if real is not None:
         real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
         real_bank = cache_lib.bank_for(real.cfg, real_bank, sim, f"config.scenes.real={sc.real!r}")

@@ -20,14 +20,13 @@ from cp_jax.sim.types import Scenario, SimConfig
 
 
 def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None,
-                      first: int = 0, max_objects: int | None = None, early_goals: float = 0.0) -> list[RawScene]:
+                      first: int = 0, max_objects: int | None = None) -> list[RawScene]:
     """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: LAYOUT_KINDS)
     from kind number `first`: the scenes first .. first + num_scenes - 1 of a longer such sequence
-    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects,
-    early_goals: generator.generate's (e.g. SimConfig.max_agents; the share of earlier goals)."""
+    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects:
+    generator.generate's cap (e.g. SimConfig.max_agents)."""
     kinds = tuple(kinds or layouts.LAYOUT_KINDS)
-    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents, max_objects=max_objects,
-                               early_goals=early_goals)
+    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents, max_objects=max_objects)
             for i in range(num_scenes)]
 
 
@@ -43,9 +42,9 @@ def _generator_digest() -> str:
 
 def cached_procedural_bank(
     cache_dir: str, num_scenes: int, seed: int, num_agents: int, cfg: SimConfig, first: int = 0,
-    kinds: tuple[str, ...] | None = None, early_goals: float = 0.0,
+    kinds: tuple[str, ...] | None = None,
 ) -> tuple[list[str], Scenario]:
-    """`procedural_scenes(num_scenes, seed, num_agents, kinds, first, early_goals)` built with cfg, converted once into
+    """`procedural_scenes(num_scenes, seed, num_agents, kinds, first)` built with cfg, converted once into
     a scenario cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's
     source) and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
     from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
@@ -55,16 +54,13 @@ def cached_procedural_bank(
         fields["first"] = first
     if kinds:  # (likewise absent for the default cycle)
         fields["kinds"] = list(kinds)
-    if early_goals:  # (and for no earlier goals)
-        fields["early_goals"] = early_goals
     key = json.dumps(fields, sort_keys=True)
     folder = os.path.join(os.path.expanduser(cache_dir),
                           f"procedural_{seed}_{num_scenes}x{num_agents}_{hashlib.sha1(key.encode()).hexdigest()[:10]}")
     if not os.path.exists(os.path.join(folder, "sim_config.json")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
-        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents,
-                                 early_goals=early_goals)
+        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents)
         cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
         try:
             os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name

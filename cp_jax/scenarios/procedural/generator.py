@@ -135,7 +135,6 @@ def generate(
     log_steps: int = 91,
     max_rounds: int = 6,
     max_objects: int | None = None,
-    early_goals: float = 0.0,
 ) -> RawScene:
     """A procedural RawScene. kind: one of layouts.ALL_KINDS, or None for a seeded choice of LAYOUT_KINDS.
 
@@ -144,8 +143,7 @@ def generate(
     the run are dropped (those that yield first, half the offenders per round; after max_rounds
     all of them) and the run is repeated until it is clean. max_objects: when the clean scene still
     holds more objects (agents + parked cars: a narrow passage parks up to 5) than that, the last
-    placed agents are dropped and the runs repeated (scenes that fit are unchanged). early_goals: the
-    share of agents whose goal is an earlier logged position instead of the last (`earlier_goals`).
+    placed agents are dropped and the runs repeated (scenes that fit are unchanged).
     """
     rng = np.random.default_rng(seed)
     kind = kind or str(rng.choice(layouts.LAYOUT_KINDS))
@@ -161,27 +159,7 @@ def generate(
     if max_objects is not None and raw.num_objects > max_objects:
         keep = max(max_objects - len(layout.parked), 0)
         raw, logs, agents, desired = _clean_run(layout, agents[:keep], desired[:keep], tl, total, name, max_rounds)
-    raw = _trim(_with_logs(raw, len(agents), *logs), WARMUP_STEPS)
-    return earlier_goals(raw, early_goals, np.random.default_rng([seed, 1])) if early_goals > 0.0 else raw
-
-
-EARLY_GOAL_MIN_STEP, EARLY_GOAL_MIN_DIST = 10, 10.0  # the earliest goal: 1 s into the log, 10 m from the start
-
-
-def earlier_goals(raw: RawScene, share: float, rng: np.random.Generator) -> RawScene:
-    """raw with the goal of each controllable agent, with probability `share`, moved to its logged
-    position at a step drawn uniformly from those at least EARLY_GOAL_MIN_STEP into the log and
-    EARLY_GOAL_MIN_DIST m (straight line) from its start. Real logs end wherever the car is after 9 s,
-    often a short way ahead of a fast car that slows (issue #31: highway egos 10-60 m from their goal at
-    20-25 m/s), where IDM-made procedural logs put every goal ~9 s of cruising ahead. Logs are unchanged."""
-    goal = raw.goal.copy()
-    dist = np.linalg.norm(raw.log_xy - raw.log_xy[:, :1], axis=-1)  # [N, T]
-    steps = np.arange(raw.log_xy.shape[1])
-    for i in np.nonzero(raw.controllable)[0]:
-        ok = np.nonzero(raw.log_valid[i] & (steps >= EARLY_GOAL_MIN_STEP) & (dist[i] >= EARLY_GOAL_MIN_DIST))[0]
-        if len(ok) and rng.random() < share:
-            goal[i] = raw.log_xy[i, rng.choice(ok)]
-    return RawScene(**{**raw.__dict__, "goal": goal})
+    return _trim(_with_logs(raw, len(agents), *logs), WARMUP_STEPS)
 
 
 def _clean_run(layout, agents, desired, tl, total, name, max_rounds):
