@@ -42,6 +42,7 @@ def get_config() -> ml_collections.ConfigDict:
                                             variants=TABLE_I))
     c.n_boot = 2000  # bootstrap resamples of each paired interval
     c.max_cells = 0  # stop after this many new cells (0: every cell); the CPU work spreads over sessions
+    c.only = ()  # run only the cells whose path starts with one of these (e.g. ("bench/anchor",)); () = all
     # (a cell's result depends only on its own config: changing max_cells, or adding seeds, budgets or variants,
     # keeps every finished cell)
     return c

@@ -38,6 +38,10 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
                                                  ("bench", "bench/B0.6/ppo_continue_s0")]
     assert cells[1].config.scenes == "procedural_test"  # the test set, by name
 
+    config.only = ("bench/B",)  # only the run's benchmark: it waits for the run, so nothing runs
+    results.run(config, SWEEP, out)
+    assert "cells done: 0 / 3" in open(os.path.join(out, "tables.md")).read()
+    config.only = ()
     results.run(config, SWEEP, out)  # one cell: the post-training run
     text = open(os.path.join(out, "tables.md")).read()
     assert "cells done: 1 / 3 (partial" in text and "ppo_continue_s0 " in text  # its agent-steps are listed

@@ -9,7 +9,9 @@ Cells, each finished whole or not at all (a re-run skips finished cells and rest
 - benchmark: OUT/bench/anchor and OUT/bench/B<pct>/VARIANT_sSEED, each policy alone on the test set
   (config.bench), written to a `.partial` folder and moved into place when complete; Table IV's other
   deployment styles in OUT/bench_<style>/..., the real test scenes in OUT/real/... .
-Tables per budget are built from every finished benchmark cell (cp_jax.jobs.sweep.tables: Tables I-V,
+`config.only` restricts an invocation to the cells under some paths and `config.max_cells` to a number
+of them; a benchmark cell waits for its post-training run. Tables per budget are built from every
+finished benchmark cell (cp_jax.jobs.sweep.tables: Tables I-V,
 each method's paired difference from the anchor and PPO-Continue with bootstrap intervals), and the
 real scenes' Table I. OUT/tables.md holds them under a header (command, commit, anchor, date, cells
 done / total, agent-steps charged per run); OUT/results.json the Table I figures per budget, split
@@ -75,6 +77,8 @@ def plan(config, sweep) -> list[Cell]:
             raise ValueError(f"config.budgets: each in (0, 1], got {frac}")
     if config.max_cells < 0:
         raise ValueError(f"config.max_cells must be >= 0, got {config.max_cells}")
+    if isinstance(config.only, str):
+        raise ValueError(f"config.only must be a tuple of cell path prefixes, got the string {config.only!r}")
     bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
     styles = tuple(config.deploy.styles)
     bench_deploy = {s: dataclasses.replace(bench, ego_styles=(s,), splits=tuple(config.deploy.splits), figures=0)
@@ -203,7 +207,14 @@ def run(config, sweep, out: str) -> str:
     cells = plan(config, sweep)
     _check_resume(out, cells, config.anchor)
     write_run_info(out, config)
-    todo = [c for c in cells if not done(out, c)]
+    todo = [c for c in cells if not done(out, c) and (not config.only or c.path.startswith(tuple(config.only)))]
+    planned = {c.path for c in todo if c.kind == "post"}
+    waiting = [c for c in todo if c.kind == "bench" and c.run and c.run not in planned
+               and not os.path.exists(os.path.join(out, c.run, "post_train.json"))]
+    if waiting:
+        print(f"results: {len(waiting)} benchmark cells wait for post-training runs not selected "
+              f"(e.g. {waiting[0].run})")
+        todo = [c for c in todo if c not in waiting]
     limit = config.max_cells or len(todo)
     t0 = time.time()
     print(f"results: {len(cells)} cells, {len(cells) - len(todo)} done; running {min(limit, len(todo))} now "
