@@ -179,7 +179,7 @@ def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them
                         ppo_policy=str(ROOT / "assets/anchors/ppo_small"),
                         bc_policy=str(ROOT / "assets/anchors/smart_bc"))
     egos = [episodes.from_spec(f"anchor={ROOT / 'assets/anchors/conditioned_small'}"), episodes.from_spec("idm")]
-    run_benchmark(egos, bench, str(out), progress=False)
+    run_benchmark(egos, bench, str(out), progress=False, figure_filter=lambda clean: True)  # any pair may be drawn
     summary = json.loads((out / "summary.json").read_text())
     assert len(summary) == 2 * 2 * 2  # policies x splits x regimes
     for row in summary:
