@@ -37,6 +37,7 @@ import numpy as np
 
 from cp_jax.bench import stats
 from cp_jax.bench.stats import method_of, pm, sample_std
+from cp_jax.io.metrics import json_safe
 
 RATES = ("goal", "timeout", "collision", "at_fault", "non_at_fault", "offroad")
 SUBSCORES = ("comfort", "lane_align", "lane_center")
@@ -73,14 +74,9 @@ def summarise(records: list[dict]) -> list[dict]:
     return out
 
 
-def _finite(v):
-    """nan (no spread over one seed, no episode) as JSON null, so the file is strict JSON."""
-    return None if isinstance(v, float) and not np.isfinite(v) else v
-
-
 def write_summary(summary: list[dict], json_path: str, csv_path: str) -> None:
     with open(json_path, "w") as f:
-        json.dump([{k: _finite(v) for k, v in row.items()} for row in summary], f, indent=1)
+        json.dump(json_safe(summary), f, indent=1)
     with open(csv_path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(SUMMARY_KEYS)

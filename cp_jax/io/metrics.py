@@ -23,6 +23,16 @@ def _to_number(key: str, value) -> int | float:
     return float(arr.reshape(()))
 
 
+def json_safe(x):
+    """x with every non-finite float (nan: no spread over one seed, no matched pair) as None, through
+    dicts, lists and tuples, so json.dump writes strict JSON."""
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return None if isinstance(x, float) and not math.isfinite(x) else x
+
+
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """All records of a JSONL file; an unparsable line (e.g. cut by a kill) is skipped with a warning."""
     records = []

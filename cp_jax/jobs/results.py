@@ -39,7 +39,7 @@ import numpy as np
 
 from cp_jax.bench import config as bench_config
 from cp_jax.bench import episodes, report, stats
-from cp_jax.io.metrics import read_jsonl
+from cp_jax.io.metrics import json_safe, read_jsonl
 from cp_jax.io.run_info import git_revision, write_run_info
 from cp_jax.jobs import post_train
 from cp_jax.jobs import sweep as sweep_job
@@ -229,11 +229,12 @@ def run(config, sweep, out: str) -> str:
 
 
 def _records(out: str, cells: list[Cell], prefix: str, tag: str | None) -> list[dict]:
-    """Episode records of the finished bench cells under `prefix` (the anchor's, and the budget's runs)."""
+    """Episode records of the finished bench cells under `prefix`: the anchor's (tag None) or the runs of
+    budget `tag`."""
     recs = []
     for c in cells:
-        if c.kind == "bench" and c.path.split("/")[0] == prefix and done(out, c) and \
-                (not c.run or c.path.split("/")[1] == tag):
+        mine = not c.run if tag is None else bool(c.run) and c.path.split("/")[1] == tag
+        if c.kind == "bench" and c.path.split("/")[0] == prefix and mine and done(out, c):
             recs += read_jsonl(os.path.join(out, c.path, "episodes.jsonl"))
     return recs
 
@@ -274,15 +275,6 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
     return out
 
 
-def _strict(x):
-    """nan / inf (a difference with no matched pair) as JSON null."""
-    if isinstance(x, dict):
-        return {k: _strict(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_strict(v) for v in x]
-    return None if isinstance(x, float) and not np.isfinite(x) else x
-
-
 def _atomic_write(path: str, text: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
@@ -311,14 +303,14 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     ]
     blocks, figures = ["\n".join(header)], dict(config=config.to_dict(), commit=git_revision(), cells_done=n_done,
                                                  cells=len(cells), cell_commits=commits, budgets={})
-    anchor_recs = _records(out, cells, "bench", None)
-    anchor_recs = [r for r in anchor_recs if r["policy"] == "anchor"]
+    anchor_recs = _records(out, cells, "bench", None)  # the anchor's cell (no run): shared by every budget
+    real_anchor = _records(out, cells, "real", None) if config.real.scenes else []
     for frac in config.budgets:
         tag = budget_tag(frac)
-        recs = anchor_recs + [r for r in _records(out, cells, "bench", tag) if r["policy"] != "anchor"]
+        recs = anchor_recs + _records(out, cells, "bench", tag)
         for style in config.deploy.styles:
             if style not in bench.ego_styles:
-                recs += _records(out, cells, f"bench_{style}", tag)
+                recs += _records(out, cells, f"bench_{style}", None) + _records(out, cells, f"bench_{style}", tag)
         spent = {}
         for c in cells:
             if c.kind == "post" and c.path.startswith(f"runs/{tag}/") and done(out, c):
@@ -330,8 +322,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
             blocks += sweep_job.tables(recs, bench, config, sweep)
         figures["budgets"][tag] = dict(agent_steps=spent, table_i=table_i_figures(recs, regimes, config.n_boot))
         if config.real.scenes:
-            real = [r for r in _records(out, cells, "real", None) if r["policy"] == "anchor"]
-            real += [r for r in _records(out, cells, "real", tag) if r["policy"] != "anchor"]
+            real = real_anchor + _records(out, cells, "real", tag)
             if real:
                 rreg = list(config.real.regimes)
                 blocks.append("### Real test scenes\n\n" + report.method_tables(real, rreg, "anchor")
@@ -339,7 +330,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
                 figures["budgets"][tag]["real_table_i"] = table_i_figures(real, rreg, config.n_boot)
     text = "\n\n".join(blocks) + "\n"
     _atomic_write(os.path.join(out, "tables.md"), text)
-    _atomic_write(os.path.join(out, "results.json"), json.dumps(_strict(figures), indent=1, default=str))
+    _atomic_write(os.path.join(out, "results.json"), json.dumps(json_safe(figures), indent=1, default=str))
     print(text)
     return text
 
