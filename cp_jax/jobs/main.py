@@ -21,7 +21,6 @@ from cp_jax.jobs.benchmark import run_benchmark
 from cp_jax.policy import saved
 
 METHODS = ("counterplay", "ppo_continue")
-EXPECTED_MINUTES = 8  # b41 (budget 196 K agent-steps per method): 393-475 s on a 2-core CPU (session 22)
 
 
 def repaired(clean: dict) -> bool:
@@ -54,16 +53,16 @@ def run(config, out: str) -> list[dict]:
     budget = setups["counterplay"].budget
     print(f"main job: anchor {config.anchor}; CounterPlay and PPO-Continue, {budget:,.0f} agent-steps each "
           f"({100 * config.budget_frac:g}% of the anchor's training); then {len(bench.regime_list)} regimes x "
-          f"{len(bench.splits)} splits x {bench.pairs} pairs x 3 policies. Expect about {EXPECTED_MINUTES} minutes "
-          f"on a 2-core CPU (less on an accelerator). Output: {out}", flush=True)
+          f"{len(bench.splits)} splits x {bench.pairs} pairs x 3 policies; each phase shows its progress and its "
+          f"time left at the rate measured so far. Output: {out}", flush=True)
     t0 = time.time()
     for name, c in post_configs(config).items():
-        print(f"[{time.time() - t0:5.0f}s] post-training: {name}", flush=True)
+        print(f"[{time.time() - t0:5.0f}s] post-training: {name}", flush=True)  # its bar: agent-steps, ETA
         post_train.post_train(c, os.path.join(out, name))
 
     print(f"[{time.time() - t0:5.0f}s] benchmark", flush=True)
     egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
     egos += [episodes.from_saved(name, saved.load(os.path.join(out, name, "policy"))) for name in METHODS]
-    summary = run_benchmark(egos, bench, out, progress=False, figure_filter=repaired)
+    summary = run_benchmark(egos, bench, out, figure_filter=repaired)
     print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png")
     return summary
