@@ -193,6 +193,8 @@ def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them
     tables = (out / "tables.md").read_text()
     assert "Table I" in tables and "Table III" in tables and "Table IV" in tables
     assert len(list(out.glob("fig_*.png"))) == 1
+    page = (out / "report.html").read_text()  # the tables and the gallery of the first two egos, self-contained
+    assert "<b>Table III</b>" in page and "Repaired: anchor failed, idm completed" in page and "http" not in page
     # The command line, in another process, gives the same episodes (its IDM ego in IDM traffic: one batch).
     cmd = [sys.executable, "-m", "launch.evaluate", "--policy=idm", "--regimes=idm", "--pairs=4",
            "--procedural_scenes=3", "--seeds=2", f"--cache_dir={tmp_path / 'scenes'}", f"--out={tmp_path / 'again'}",

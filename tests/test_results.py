@@ -58,6 +58,8 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     rows = [line for line in text.splitlines() if line.startswith("| ppo_continue |")]
     assert rows and rows[0].startswith("| ppo_continue | 1 |") and "± n/a" in rows[0]  # one seed: no spread
     assert any("**Differences**" in line for line in text.splitlines())
+    page = open(os.path.join(out, "report.html")).read()  # the same tables as one page, no gallery to draw
+    assert "<b>Differences</b>" in page and "No gallery: each benchmark cell runs one policy alone" in page
     figures = json.load(open(os.path.join(out, "results.json")))
     row = figures["budgets"]["B0.6"]["table_i"]["interactive"]["ppo_continue"]
     anchor_row = figures["budgets"]["B0.6"]["table_i"]["interactive"]["anchor"]

@@ -7,12 +7,15 @@ Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, 
 scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
 (Tables I, III, IV and, with several egos, each one's paired difference from the first),
 pairs.json (per split, the pairs set apart as not drivable and the egos without a route:
-`cp_jax.bench.suite.drivable`), timing.json, and fig_*.png (Fig.-3-style, first two policies side by
-side).
+`cp_jax.bench.suite.drivable`), timing.json, fig_*.png (Fig.-3-style, first two policies side by
+side), and last report.html (`cp_jax.bench.html_report`: the tables with intervals, per-regime charts,
+`curves` when given, and with two policies or more a gallery of the first two on the same pairs, grouped
+by `gallery_groups`).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -21,15 +24,19 @@ import jax
 import numpy as np
 from tqdm import tqdm
 
-from cp_jax.bench import episodes, figures, report, suite
+from cp_jax.bench import episodes, figures, html_report, report, suite
 from cp_jax.sim import conditions, env
 
+GALLERY = {"repaired": (False, True), "still_failing": (False, False), "broken": (True, False)}  # (a, b) clean
+GALLERY_PAIRS = 3  # pairs drawn per gallery group
 
-def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None) -> list[dict]:
+
+def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None,
+                  curves: dict[str, str] | None = None) -> list[dict]:
     """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
     batched episode run each; writes out's files (module docstring) and returns the summary records.
     figure_filter(outcomes: {policy: clean (bool)}) -> bool picks the pairs drawn (default: outcomes
-    differ; `figure_pairs`)."""
+    differ; `figure_pairs`); curves: {name: run folder} whose training curves the report draws."""
     os.makedirs(out, exist_ok=True)
     t0 = time.time()
     traffic = bench.traffic()
@@ -46,8 +53,9 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
 
     jobs = [(e, s, style, r, seed) for e in egos for s in splits for style in ego_styles
             for r in regimes for seed in range(seeds)]
-    records, keep = [], {}
+    records, keep = [], {}  # keep: the episodes of the policies drawn by the figures and the gallery
     fig_regime = "normal" if "normal" in regimes else regimes[0]
+    shown = [e.name for e in egos[:2]] if bench.figures or len(egos) > 1 else []
     t1 = time.time()
     with open(os.path.join(out, "episodes.jsonl"), "w") as f:
         for ego, split, style, regime, seed in tqdm(jobs, disable=not progress, desc="episodes batches"):
@@ -59,8 +67,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
                 rec.update({k: (bool(v[i]) if v.dtype == bool else float(v[i])) for k, v in res.metrics.items()})
                 records.append(rec)
                 f.write(json.dumps(rec) + "\n")
-            if (regime, seed, style) == (fig_regime, 0, ego_styles[0]) and bench.figures:
-                keep[(ego.name, split)] = jax.device_get(res.record)
+            if ego.name in shown and (split, regime, seed, style) == (splits[0], fig_regime, 0, ego_styles[0]):
+                keep[ego.name] = jax.device_get(res.record)
     t_run = time.time() - t1
 
     summary = report.summarise(records)
@@ -75,19 +83,22 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
         f.write(text)
     print(text)
     if bench.figures:
-        _figures(st, egos, keep, records, fig_regime, splits[0], out, bench.figures, figure_filter)
+        _figures(st, shown, keep, records, fig_regime, splits[0], out, bench.figures, figure_filter)
     timing = dict(scenes_s=round(t_scenes, 2), episodes_s=round(t_run, 2), total_s=round(time.time() - t0, 2),
                   batches=len(jobs), episodes=len(records), device=str(jax.devices()[0]))
     with open(os.path.join(out, "timing.json"), "w") as f:
         json.dump(timing, f)
     print(json.dumps(timing))
+    gallery = (_gallery(st, shown, keep, records, fig_regime, splits[0]) if len(shown) == 2
+               else "No gallery: one policy, nothing to compare it with.")
+    html_report.write_report(out, f"Benchmark: {', '.join(e.name for e in egos)}", text, records, curves, gallery)
     return summary
 
 
-def figure_pairs(records: list[dict], pairs: list, shown: list[str], regime: str, split: str, count: int,
+def figure_pairs(records: list[dict], pairs: list, shown: list[str], regime: str, split: str, count: int | None,
                  figure_filter=None) -> list[int]:
-    """Indices into `pairs` (of `split`) of at most `count` pairs to draw, in pair order: those whose
-    outcomes {policy: clean (bool)} for the `shown` policies (benchmark seed 0, `regime`) pass
+    """Indices into `pairs` (of `split`) of at most `count` (None: all) pairs to draw, in pair order: those
+    whose outcomes {policy: clean (bool)} for the `shown` policies (benchmark seed 0, `regime`) pass
     figure_filter (default: the outcomes differ). Only such pairs: a figure never shows what its filter
     does not claim."""
     wanted = figure_filter or (lambda clean: len(set(clean.values())) >= 2)
@@ -99,17 +110,46 @@ def figure_pairs(records: list[dict], pairs: list, shown: list[str], regime: str
             and wanted(outcome[(p.scene_id, p.ego)])][:count]
 
 
-def _figures(st, egos, keep, records, regime, split, out, count, figure_filter=None):
+def gallery_groups(records: list[dict], pairs: list, a: str, b: str, regime: str, split: str) -> dict[str, list[int]]:
+    """{group: indices into `pairs` (of `split`)} of every pair in each GALLERY group, in pair order: the
+    pairs whose outcomes (clean) under policies a and b (benchmark seed 0, `regime`) are the group's;
+    "repaired": a failed and b completed (`figure_pairs`)."""
+    return {group: figure_pairs(records, pairs, [a, b], regime, split, None, lambda c, w=want: (c[a], c[b]) == w)
+            for group, want in GALLERY.items()}
+
+
+def _episodes(st, keep, shown, split, i):
+    """(scenario, [numpy dict of each shown policy's EpisodeRecord]) of pair i of split."""
+    recs = [{k: np.asarray(v[i]) for k, v in keep[name].__dict__.items()} for name in shown]
+    return env.take_scenario(st.bank, int(st.splits[split].scene[i])), recs
+
+
+def _figures(st, shown, keep, records, regime, split, out, count, figure_filter=None):
     """The pairs `figure_pairs` picks, the first two policies side by side."""
-    shown = [e.name for e in egos[:2]]
     pairs = st.splits[split].pairs
     picked = figure_pairs(records, pairs, shown, regime, split, count, figure_filter)
     if len(picked) < count:
         print(f"figures: {len(picked)} of {count} drawn ({split}, {regime} traffic): no other pair matched")
     for n, i in enumerate(picked):
         p = pairs[i]
-        recs = [{k: np.asarray(v[i]) for k, v in keep[(name, split)].__dict__.items()} for name in shown]
         path = os.path.join(out, f"fig_{n:02d}_{p.scene_id}_ego{p.ego}.png")
-        scenario = env.take_scenario(st.bank, int(st.splits[split].scene[i]))
         title = f"{split} · {regime} traffic · {p.scene_id} ego {p.ego}"
-        figures.side_by_side(path, scenario, recs, int(p.ego), shown, title)
+        figures.side_by_side(path, *_episodes(st, keep, shown, split, i), int(p.ego), shown, title)
+
+
+def _gallery(st, shown, keep, records, regime, split) -> html_report.Gallery:
+    """The report's gallery: the first GALLERY_PAIRS pairs of each `gallery_groups` group, still and GIF."""
+    a, b = shown
+    pairs = st.splits[split].pairs
+    groups = {}
+    for group, picked in gallery_groups(records, pairs, a, b, regime, split).items():
+        drawn = []
+        for i in picked[:GALLERY_PAIRS]:
+            p, still, anim = pairs[i], io.BytesIO(), io.BytesIO()
+            scenario, recs = _episodes(st, keep, shown, split, i)
+            figures.side_by_side(still, scenario, recs, int(p.ego), shown, dpi=55)
+            figures.animate(anim, scenario, recs, int(p.ego), shown)
+            drawn.append(html_report.Shown(f"{p.scene_id} ego {p.ego}", still.getvalue(), anim.getvalue()))
+        outcome = [f"{n} {'completed' if c else 'failed'}" for n, c in zip(shown, GALLERY[group], strict=True)]
+        groups[f"{group.replace('_', ' ').capitalize()}: {', '.join(outcome)}"] = (len(picked), drawn)
+    return html_report.Gallery(a, b, split, regime, groups)

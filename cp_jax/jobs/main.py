@@ -4,8 +4,10 @@ with PPO-Continue at the same small budget, then the benchmark of anchor vs both
     setups, bench = resolve(config)   # every field validated and the anchor read; nothing else runs
     run(config, out)                  # OUT/counterplay, OUT/ppo_continue (each resumes), the benchmark
 
-Writes OUT/summary.json (the benchmark's format), tables.md (Tables I, III, IV), episodes.jsonl and
-figures of the anchor's failures that CounterPlay repairs (anchor left, counterplay right).
+Writes OUT/summary.json (the benchmark's format), tables.md (Tables I, III, IV), episodes.jsonl,
+figures of the anchor's failures that CounterPlay repairs (anchor left, counterplay right) and
+report.html (the tables with intervals, per-regime charts, both post-training runs' curves and the
+gallery of anchor vs CounterPlay: repaired, still failing, broken; cp_jax.bench.html_report).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def run(config, out: str) -> list[dict]:
     print(f"[{time.time() - t0:5.0f}s] benchmark", flush=True)
     egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
     egos += [episodes.from_saved(name, saved.load(os.path.join(out, name, "policy"))) for name in METHODS]
-    summary = run_benchmark(egos, bench, out, figure_filter=repaired)
-    print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png")
+    summary = run_benchmark(egos, bench, out, figure_filter=repaired,
+                            curves={name: os.path.join(out, name) for name in METHODS})
+    print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png, report.html")
     return summary

@@ -15,8 +15,9 @@ finished benchmark cell (cp_jax.jobs.sweep.tables: Tables I-V,
 each method's paired difference from the anchor and PPO-Continue with bootstrap intervals), and the
 real scenes' Table I. OUT/tables.md holds them under a header (command, commit, anchor, date, cells
 done / total, agent-steps charged per run); OUT/results.json the Table I figures per budget, split
-and method (runs, score and clean-goal mean / std, differences with intervals). Both are written to a
-temporary name and moved into place.
+and method (runs, score and clean-goal mean / std, differences with intervals); OUT/report.html the
+same tables as one HTML page (cp_jax.bench.html_report). Each is written to a temporary name and moved
+into place.
 
 A cell begun or finished under another config than the one planned for it now is refused before any
 file is touched (each post-training run's run_info.json, each benchmark cell's cell.json); adding
@@ -38,7 +39,7 @@ import ml_collections
 import numpy as np
 
 from cp_jax.bench import config as bench_config
-from cp_jax.bench import episodes, report, stats
+from cp_jax.bench import episodes, html_report, report, stats
 from cp_jax.io.metrics import json_safe, read_jsonl
 from cp_jax.io.run_info import git_revision, write_run_info
 from cp_jax.jobs import post_train
@@ -132,16 +133,18 @@ def _cell_config(cell: Cell, anchor: str) -> dict:
 
 
 BENCH_CODE = ("cp_jax/sim", "cp_jax/bench", "cp_jax/scenarios")  # what a benchmark cell's episodes depend on
+DRAWING_ONLY = ("figures.py", "html_report.py")  # cp_jax/bench modules that draw and compute no episode
 
 
 def bench_code_digest() -> str:
     """Hash of the simulator's, the benchmark's and the scene code's source (procedural generator
-    included): a benchmark cell made by other code is refused, so no table mixes scenes or rules."""
+    included; not the drawing-only modules): a benchmark cell made by other code is refused, so no table
+    mixes scenes or rules."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     h = hashlib.sha1()
     for d in BENCH_CODE:
         for dirpath, _, files in sorted(os.walk(os.path.join(root, d))):
-            for name in sorted(f for f in files if f.endswith(".py")):
+            for name in sorted(f for f in files if f.endswith(".py") and f not in DRAWING_ONLY):
                 with open(os.path.join(dirpath, name), "rb") as f:
                     h.update(name.encode() + f.read())
     return h.hexdigest()[:12]
@@ -331,6 +334,9 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     text = "\n\n".join(blocks) + "\n"
     _atomic_write(os.path.join(out, "tables.md"), text)
     _atomic_write(os.path.join(out, "results.json"), json.dumps(json_safe(figures), indent=1, default=str))
+    html_report.write_report(out, "Results on the test sets", text, gallery=(
+        "No gallery: each benchmark cell runs one policy alone and keeps its episodes' metrics, not their "
+        "trajectories; `python -m launch.evaluate` with two policies draws one."))
     print(text)
     return text
 
