@@ -35,6 +35,4 @@ def procedural_bank(cache_dir: str, scenes: int, agents: int, sim):
     generated in memory when cache_dir is empty (no TFDS needed: the install-free GPU check)."""
     from cp_jax.scenarios import bank as bank_lib
 
-    if cache_dir:
-        return bank_lib.cached_procedural_bank(cache_dir, scenes, 0, agents, sim)[1]
-    return bank_lib.make_bank(bank_lib.procedural_scenes(scenes, 0, agents), sim)
+    return bank_lib.cached_procedural_bank(cache_dir, scenes, 0, agents, sim)[1]

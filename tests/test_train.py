@@ -157,6 +157,26 @@ def test_human_regularisation_settings_are_validated():
         train.resolve(c)
 
 
+def test_procedural_bank_without_a_cache_equals_the_cached_one(tmp_path):
+    """cache_dir "": the bank is built in memory (no TFDS), leaf for leaf what the scenario cache stores and
+    reads back, names and order included (a scene group's slice, with its layout kinds, as training reads it)."""
+    import jax
+    import numpy as np
+
+    from cp_jax.scenarios import bank as bank_lib
+    from cp_jax.sim import types
+
+    sim = types.SimConfig(max_agents=8, max_road_segments=2048, obs_road=16, enable_idm=False)
+    args = (3, 702, 4, sim)
+    kw = dict(first=2, kinds=("highway", "four_way"))
+    names, bank = bank_lib.cached_procedural_bank("", *args, **kw)
+    cached_names, cached = bank_lib.cached_procedural_bank(str(tmp_path), *args, **kw)
+    assert names == cached_names == ["highway_702", "four_way_703", "highway_704"]
+    assert any(tmp_path.glob("procedural_*"))  # the cached call did write (and read back) a cache
+    for a, b in zip(jax.tree.leaves(bank), jax.tree.leaves(cached), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_real_scene_cache_joins_the_training_bank(tmp_path):
     """config.scenes.real: a cache built with the training's stored sizes but a longer road list per cell
     (launch.build_scenes' obs_road 128) joins the bank after the procedural scenes, its road lists cut to

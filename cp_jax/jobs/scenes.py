@@ -82,11 +82,11 @@ def _group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
     """(names, bank [n + r, ...]) of scene group g: procedural seeds train_seed + g n .. + (g + 1) n - 1
     (layout kinds cycled from sc.kinds, default LAYOUT_KINDS; the held-out bank keeps the default), then
     real scenes g r .. (g + 1) r - 1 of the cache real (None: none)."""
-    from cp_jax.scenarios import cache as cache_lib
-
     names, bank = bank_lib.cached_procedural_bank(sc.cache_dir, n, sc.train_seed + g * n, sc.agents, sim, first=g * n,
                                                   kinds=tuple(sc.get("kinds", ())) or None)
     if real is not None:
+        from cp_jax.scenarios import cache as cache_lib  # tensorflow-datasets: only with a real-scene cache
+
         real_names, real_bank = real.load_bank(list(range(g * r, (g + 1) * r)))
         real_bank = cache_lib.bank_for(real.cfg, real_bank, sim, f"config.scenes.real={sc.real!r}")
         names = names + real_names

@@ -46,7 +46,11 @@ def cached_procedural_bank(
 ) -> tuple[list[str], Scenario]:
     """`procedural_scenes(num_scenes, seed, num_agents, kinds, first)` built with cfg, converted once into
     a scenario cache under cache_dir (keyed by the arguments, every SimConfig field and the generator's
-    source) and read back from it afterwards. Returns (scene names, bank [N, ...]) in seed order."""
+    source) and read back from it afterwards; cache_dir "": built in memory, no cache (and no TFDS: the
+    install-free accelerator runs). Returns (scene names, bank [N, ...]) in seed order."""
+    if not cache_dir:
+        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents)
+        return [r.name for r in raws], make_bank(raws, cfg)
     from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
 
     fields = dict(n=num_scenes, seed=seed, agents=num_agents, sim=dataclasses.asdict(cfg), gen=_generator_digest())
