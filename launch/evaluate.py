@@ -21,6 +21,8 @@ first two policies' gallery; cp_jax/bench/html_report.py). Definitions: cp_jax/b
 
 from __future__ import annotations
 
+import os
+
 from absl import app, flags
 
 flags.DEFINE_multi_string("policy", None, "policy folder, name=folder, or a built-in (expert, idm, const_vel)")
@@ -41,6 +43,7 @@ flags.DEFINE_string("ppo_policy", "assets/anchors/ppo_small", "non-conditioned P
 flags.DEFINE_string("bc_policy", "assets/anchors/smart_bc", "behaviour-cloned policy (smart_bc regime)")
 flags.DEFINE_string("cache_dir", "~/.cache/cp_jax/scenes", "procedural scene cache")
 flags.DEFINE_bool("progress", True, "progress bar")
+flags.DEFINE_bool("overwrite", False, "replace the results an earlier evaluation left in --out")
 FLAGS = flags.FLAGS
 BENCH_FLAGS = ("splits", "regimes", "ego_styles", "seeds", "scenes", "manifests", "pairs", "procedural_scenes",
                "agents", "cache_dir", "figures", "anchor_policy", "ppo_policy", "bc_policy")
@@ -55,6 +58,12 @@ def validate():
         raise app.UsageError("--policy: give at least one")
     if not FLAGS.out:
         raise app.UsageError("--out: required")
+    from cp_jax.jobs.benchmark import OUTPUTS
+
+    held = [name for name in OUTPUTS if os.path.exists(os.path.join(FLAGS.out, name))]
+    if held and not FLAGS.overwrite:
+        raise app.UsageError(f"--out={FLAGS.out} holds an earlier evaluation ({', '.join(held)}); pass --overwrite "
+                             "to replace it (it stays until the new one is complete), or choose another --out")
     try:
         suite.refuse_test_set(FLAGS.scenes, "--scenes")
     except ValueError as e:

@@ -205,6 +205,40 @@ def test_evaluate_writes_summary_tables_and_figures_and_the_command_repeats_them
     again = (tmp_path / "again" / "episodes.jsonl").read_text().splitlines()
     idm_rows = [x for x in lines if json.loads(x)["policy"] == "idm" and json.loads(x)["regime"] == "idm"]
     assert again and again == idm_rows
+    res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True,
+                         timeout=300)  # the same --out again: refused before any work, the results kept
+    assert res.returncode != 0 and "holds an earlier evaluation (episodes.jsonl, summary.json, tables.md" in res.stderr
+    assert (tmp_path / "again" / "episodes.jsonl").read_text().splitlines() == again
+
+
+def test_an_interrupted_benchmark_leaves_the_earlier_results_whole(tmp_path, monkeypatch):
+    """A run into a folder holding results (launch.evaluate --overwrite) that dies half-way leaves every earlier
+    file as it was, byte for byte (the new files were staged in .partial); a complete run then replaces them all."""
+    from cp_jax.bench.config import BenchConfig
+    from cp_jax.jobs import benchmark
+
+    out = tmp_path / "bench"
+    bench = BenchConfig(regimes=("idm", "expert"), pairs=3, procedural_scenes=2, seeds=1, splits=("random",),
+                        cache_dir=str(tmp_path / "scenes"))
+    benchmark.run_benchmark([episodes.from_spec("idm")], bench, str(out), progress=False)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert {"episodes.jsonl", "summary.json", "tables.md", "report.html"} <= set(before)
+    run, calls = episodes.run, []
+
+    def dies_on_the_second_batch(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return run(*args, **kw)
+
+    monkeypatch.setattr(episodes, "run", dies_on_the_second_batch)
+    with pytest.raises(KeyboardInterrupt):
+        benchmark.run_benchmark([episodes.from_spec("const_vel")], bench, str(out), progress=False)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    monkeypatch.setattr(episodes, "run", run)
+    benchmark.run_benchmark([episodes.from_spec("const_vel")], bench, str(out), progress=False)
+    assert {json.loads(x)["policy"] for x in (out / "episodes.jsonl").read_text().splitlines()} == {"const_vel"}
+    assert not (out / benchmark.PARTIAL).exists()
 
 
 def test_launch_evaluate_rejects_bad_flags_before_work(tmp_path):

@@ -76,7 +76,7 @@ def test_killed_run_resumes_exactly_and_two_hosts_read_their_own_scene_groups(tm
     assert len(read_jsonl(k / "metrics.jsonl")) == 3  # update 3 was logged before the kill
     c = anchor_config(cache, total_updates=4, devices=1)  # other scene groups: refused, nothing touched
     before = (k / "run_info.json").read_text()
-    with pytest.raises(ValueError, match=r"config.ppo.bank_groups \(1\)"):
+    with pytest.raises(ValueError, match=r"config.ppo.bank_groups: 4 in the run, 1 now"):
         train.train(c, str(k))
     assert (k / "run_info.json").read_text() == before
     resumed = _train(k, cache, devices=4, extra=extra)
@@ -206,3 +206,43 @@ def test_real_scene_cache_joins_the_training_bank(tmp_path):
     assert group_names == [names[1], names[3]] and grouped.cell_road.shape[:2] == (1, 2)
     with pytest.raises(ValueError, match=r"config.scenes.real=.*max_agents=8, this run needs max_agents=16"):
         scenes.load(sc, dataclasses.replace(sim, max_agents=16))
+
+
+def test_resume_under_another_config_is_refused_and_a_diverged_run_is_not_checkpointed(tmp_path, monkeypatch):
+    """A folder with checkpoints resumes only under its own config: a changed learning rate or update count is
+    refused naming each field, before run_info.json is touched; a changed progress / log setting is a note.
+    A step whose parameters become non-finite stops the run with Diverged: no checkpoint of it or after it,
+    the last good one kept, no policy written."""
+    import jax
+    import jax.numpy as jnp
+
+    from cp_jax.jobs import loop
+    from cp_jax.rl import ppo
+
+    work, cache = tmp_path / "w", tmp_path / "cache"
+    train.train(anchor_config(cache, total_updates=2), str(work))
+    info = (work / "run_info.json").read_text()
+    c = anchor_config(cache, total_updates=4)
+    c.ppo.lr = 5e-4
+    with pytest.raises(ValueError, match=r"config.ppo.lr: 0.001 in the run, 0.0005 now; config.train.total_updates: "
+                                         r"2 in the run, 4 now\); resume it with the same settings"):
+        train.train(c, str(work))
+    assert (work / "run_info.json").read_text() == info and sorted(os.listdir(work / "checkpoints")) == ["2"]
+    loop.check_resume(str(work), anchor_config(cache, total_updates=2, log_every=5))  # safe: no error
+
+    make_update = ppo.make_update
+
+    def poisoned(*args, **kw):  # from update 3 on, the parameters are NaN (a diverged step)
+        update = make_update(*args, **kw)
+
+        def step(runner, *a):
+            runner, stats = update(runner, *a)
+            bad = jax.tree.map(lambda x: jnp.where(runner.update >= 3, jnp.nan, x), runner.params)
+            return runner.replace(params=bad), stats
+        return step
+
+    monkeypatch.setattr(ppo, "make_update", poisoned)
+    fresh = tmp_path / "d"
+    with pytest.raises(loop.Diverged, match=r"update 4: non-finite .*parameters .* keeps update 2, the last good one"):
+        train.train(anchor_config(cache, total_updates=6), str(fresh))
+    assert sorted(os.listdir(fresh / "checkpoints")) == ["2"] and not (fresh / "policy").exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import time
 
 import jax
@@ -29,6 +30,8 @@ from cp_jax.sim import conditions, env
 
 GALLERY = {"repaired": (False, True), "still_failing": (False, False), "broken": (True, False)}  # (a, b) clean
 GALLERY_PAIRS = 3  # pairs drawn per gallery group
+PARTIAL = ".partial"  # the folder under out that a run writes into before its results move into out
+OUTPUTS = ("episodes.jsonl", "summary.json", "tables.md", "report.html")  # what marks a folder as holding results
 
 
 def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None,
@@ -36,8 +39,13 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
     batched episode run each; writes out's files (module docstring) and returns the summary records.
     figure_filter(outcomes: {policy: clean (bool)}) -> bool picks the pairs drawn (default: outcomes
-    differ; `figure_pairs`); curves: {name: run folder} whose training curves the report draws."""
-    os.makedirs(out, exist_ok=True)
+    differ; `figure_pairs`); curves: {name: run folder} whose training curves the report draws.
+
+    Written whole or not at all: every file goes to out/.partial first and is moved into out only when the
+    run is complete (an interrupted run leaves out's earlier results as they were; report.html comes last)."""
+    final, out = out, os.path.join(out, PARTIAL)
+    shutil.rmtree(out, ignore_errors=True)  # an earlier interrupted run's leftovers
+    os.makedirs(out)
     t0 = time.time()
     traffic = bench.traffic()
     regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
@@ -91,7 +99,13 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     print(json.dumps(timing))
     gallery = (_gallery(st, shown, keep, records, fig_regime, splits[0]) if len(shown) == 2
                else "No gallery: one policy, nothing to compare it with.")
-    html_report.write_report(out, f"Benchmark: {', '.join(e.name for e in egos)}", text, records, curves, gallery)
+    for name in os.listdir(final):  # the earlier run's figures go with its other results
+        if name.startswith("fig_") and name.endswith(".png"):
+            os.remove(os.path.join(final, name))
+    for name in sorted(os.listdir(out)):
+        os.replace(os.path.join(out, name), os.path.join(final, name))
+    os.rmdir(out)
+    html_report.write_report(final, f"Benchmark: {', '.join(e.name for e in egos)}", text, records, curves, gallery)
     return summary
 
 

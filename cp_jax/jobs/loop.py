@@ -9,18 +9,24 @@ A run folder holds run_info.json (the resolved config and git revision), metrics
 TensorBoard scalars (tb/), orbax checkpoints (checkpoints/, the newest `keep`) and the job's
 evaluations (eval.jsonl, one line per evaluation keyed by `eval_key`). A resumed run first cuts
 every log back to the restored step, so it writes the rest again exactly as an uninterrupted run
-would. In a multi-host run only process 0 writes files (orbax writes checkpoints from all).
+would. A folder that holds checkpoints is resumed only under the config it was made with (every
+field but `SAFE_ON_RESUME`'s, which are printed as a note): another is refused before any file is
+touched. A step whose parameters or losses are not finite is never checkpointed: the run stops with
+`Diverged`, the last good checkpoint kept. In a multi-host run only process 0 writes files (orbax
+writes checkpoints from all).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 from collections.abc import Callable
 from typing import Any
 
 import jax
+import numpy as np
 from absl import logging
 from flax import serialization
 
@@ -29,6 +35,64 @@ from cp_jax.io.metrics import MetricWriter, truncate_jsonl
 from cp_jax.io.run_info import write_run_info
 
 FAULT_ENV = "CP_JAX_FAULT_KILL_AT"  # tests only: SIGKILL the process right after that step
+
+
+# Config fields a run may be resumed with changed: they decide what is logged, kept or shown, or how the same
+# program is laid out over devices, never what is computed (dotted paths under the config's root).
+SAFE_ON_RESUME = frozenset({"train.progress", "train.log_every", "train.keep", "train.ckpt_every", "train.eval_every",
+                            "train.devices"})
+
+
+class Diverged(RuntimeError):
+    """A training step produced non-finite parameters or losses; the run stopped before checkpointing it."""
+
+
+def _plain(config) -> dict:
+    """A config as run_info.json stores it (JSON types: tuples as lists, other objects as strings)."""
+    cfg = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+    return json.loads(json.dumps(cfg, default=str))
+
+
+def config_changes(before: dict, now: dict, prefix: str = "") -> list[tuple[str, object, object]]:
+    """[(dotted field, value before, value now)] where two stored configs differ ("<absent>" for a missing field)."""
+    out = []
+    for k in sorted(set(before) | set(now), key=str):
+        a, b = before.get(k, "<absent>"), now.get(k, "<absent>")
+        if isinstance(a, dict) and isinstance(b, dict):
+            out += config_changes(a, b, f"{prefix}{k}.")
+        elif a != b:
+            out.append((f"{prefix}{k}", a, b))
+    return out
+
+
+def check_resume(workdir: str, config, safe: frozenset[str] = SAFE_ON_RESUME) -> None:
+    """Refuse to resume a folder whose checkpoints were made under another config (its run_info.json): every
+    changed field but the `safe` ones, all named in one error; the safe ones are printed as a note. Nothing
+    happens for a folder without checkpoints (a fresh start)."""
+    info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
+    if not (os.path.exists(info) and os.path.isdir(ckpts) and os.listdir(ckpts)):
+        return
+    with open(info) as f:
+        stored = json.load(f).get("config", {})
+    changes = config_changes(stored, _plain(config))
+    refused = [c for c in changes if c[0] not in safe]
+    if refused:
+        listed = "; ".join(f"config.{k}: {a!r} in the run, {b!r} now" for k, a, b in refused)
+        raise ValueError(f"{workdir} holds checkpoints of a run made with another config ({listed}); resume it with "
+                         "the same settings, or start in a new --workdir")
+    for k, a, b in changes:
+        print(f"note: resuming {workdir} with config.{k} = {b!r} (the run had {a!r}; it changes no result)")
+
+
+def _finite(state, stats) -> str:
+    """'' when state's parameters and every loss / gradient norm in stats are finite, else what is not."""
+    bad = [k for k, v in (stats or {}).items() if ("loss" in k or k == "grad_norm")
+           and not math.isfinite(float(np.asarray(jax.device_get(v)).mean()))]
+    params = getattr(state, "params", None)
+    if params is not None and not all(bool(jax.device_get(jax.numpy.isfinite(x).all()))
+                                      for x in jax.tree.leaves(params)):
+        bad.append("parameters")
+    return ", ".join(bad)
 
 
 def check_resumable(workdir: str, section: str, num_groups: int) -> None:
@@ -47,7 +111,9 @@ def check_resumable(workdir: str, section: str, num_groups: int) -> None:
 class Run:
     """A run folder (module docstring). eval_key: the step's name in eval.jsonl ("update", "round")."""
 
-    def __init__(self, workdir: str, config, keep: int, eval_key: str = "step"):
+    def __init__(self, workdir: str, config, keep: int, eval_key: str = "step",
+                 safe: frozenset[str] = SAFE_ON_RESUME):
+        check_resume(workdir, config, safe)  # before anything in the folder is touched
         self.workdir = workdir
         self.primary = jax.process_index() == 0
         self.eval_key = eval_key
@@ -83,13 +149,22 @@ class Run:
     def iterate(self, state, step: Callable, done: int, more: Callable[[Any, int], bool],
                 after: Callable[[int, Any, Any, bool], None], ckpt_every: int) -> tuple[Any, int]:
         """Run `state, stats = step(state)` while more(state, done); after each: after(done, state, stats,
-        last) (logs, evaluations, progress), then a checkpoint every ckpt_every steps and at the last."""
+        last) (logs, evaluations, progress), then a checkpoint every ckpt_every steps and at the last, each
+        only when the state's parameters and the step's losses are finite (else `Diverged`, the last good
+        checkpoint kept)."""
         while more(state, done):
             state, stats = step(state)
             done += 1
             last = not more(state, done)
             after(done, state, stats, last)
             if done % ckpt_every == 0 or last:
+                if bad := _finite(state, stats):
+                    good = self.ckpt.latest_step()
+                    self.close()
+                    kept = (f"{self.workdir}/checkpoints keeps {self.eval_key} {good}, the last good one"
+                            if good is not None else "no checkpoint was written")
+                    raise Diverged(f"{self.eval_key} {done}: non-finite {bad} (the training diverged); not "
+                                   f"checkpointed: {kept}. Start again with a lower learning rate.")
                 self.ckpt.save(done, serialization.to_state_dict(state))
             if os.environ.get(FAULT_ENV) == str(done):  # fault injection for the resume tests: a real SIGKILL
                 os.kill(os.getpid(), signal.SIGKILL)

@@ -20,7 +20,7 @@ from cp_jax.io import run_info
 from cp_jax.io.metrics import Progress
 from cp_jax.jobs import config as config_lib
 from cp_jax.jobs import scenes as scenes_lib
-from cp_jax.jobs.loop import Run, check_resumable, plot
+from cp_jax.jobs.loop import Run, plot
 from cp_jax.policy import networks, saved
 from cp_jax.rl import evaluate, ppo, shaping, spiced
 from cp_jax.sim import conditions, types
@@ -72,7 +72,6 @@ def train(config, workdir: str) -> dict[str, Any]:
     """Train (or resume) per config in workdir; the final policy goes to workdir/policy (cp_jax.policy.saved).
     Returns {"updates", "final_eval", "params", "runner"}."""
     setup = resolve(config)
-    check_resumable(workdir, "ppo", setup.ppo.bank_groups)
     run = Run(workdir, config, keep=config.train.keep, eval_key="update")
     mesh, groups = setup.mesh, setup.ppo.bank_groups
     train_bank, eval_bank, _ = scenes_lib.placed(config.scenes, setup.sim, mesh, groups, "config.ppo.bank_groups")
