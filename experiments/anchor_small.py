@@ -44,11 +44,9 @@ def get_config() -> ml_collections.ConfigDict:
     # along the lane route towards the goal (every stage); a collision costs (1 + 8 alpha_coll / 3) alpha_coll
     # and a comfort violation 0.3 alpha_comfort (its last two stages, b40 and b41; its first, b24, ran with
     # collision_gain=0, gain_by_weight=False, comfort_scale=1.0: assets/anchors/conditioned_small). The
-    # time-to-collision and goal-speed costs are off (ttc_gain, goal_speed_gain: issue #31's probes,
-    # docs/measurements/real_scenes.md).
+    # time-to-collision cost is off (ttc_gain: issue #31's probes, docs/measurements/real_scenes.md).
     c.shaping = ml_collections.ConfigDict(dict(progress_per_m=0.08, collision_gain=8.0, gain_by_weight=True,
-                                               comfort_scale=0.3, ttc_gain=0.0, ttc_horizon=3.0,
-                                               goal_speed_gain=0.0))
+                                               comfort_scale=0.3, ttc_gain=0.0, ttc_horizon=3.0))
     c.human = ml_collections.ConfigDict(dict(batch=256, stride=4))  # bc_coef's logged samples per update; every 4th
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1200,  # sets the learning-rate schedule too

@@ -465,34 +465,6 @@ def test_ttc_gain_charges_closing_in_by_the_condition():
         shaping.make(ttc_horizon=0.0)
 
 
-def test_goal_speed_cost_charges_what_cannot_brake_to_the_goal_speed():
-    """goal_speed_gain charges gain x dt x max(0, |v| - sqrt(goal_speed^2 + 2 x 2 m/s^2 x max(0, d - radius)))
-    after each step: a car at 20 m/s 15 m from its goal with goal speed 5 is charged, one at 5 m/s far from
-    its goal is not; twice the gain costs twice as much; the fixed-reward baseline gets none of it."""
-    scene = straight_road([(10.0, -2.0, 0.0, 20.0), (40.0, 2.0, np.pi, 5.0), (150.0, -2.0, 0.0, 10.0)],
-                          goals=[(25.0, -2.0), (-60.0, 2.0), (200.0, -2.0)], name="goal_speed")
-    bank, net = make_bank([scene], SIM), networks.ActorCritic(NET)
-    runner = ppo.init(net, _cfg(num_envs=2, rollout_steps=1), SIM, jax.random.PRNGKey(0), bank)
-    cond = np.array(runner.env.cond)  # [B, A, COND_DIM]
-    cond[..., conditions.COND_FIELDS.index("goal_speed")] = 5.0
-    cond[..., conditions.COND_FIELDS.index("goal_radius")] = 2.0
-    runner = runner.replace(env=runner.env.replace(cond=jnp.asarray(cond)))
-    scenes = jax.vmap(env.take_scenario, in_axes=(None, 0))(bank, runner.scene_idx)
-    fn = jax.jit(ppo.make_rollout(net, _cfg(num_envs=2, rollout_steps=1), SIM, types.default_params()))
-    (after, *_, base), (_, *_, one), (_, *_, two) = (
-        fn(runner, scenes, w) for w in (shaping.none(), shaping.make(goal_speed_gain=1.0),
-                                        shaping.make(goal_speed_gain=2.0)))
-    extra = np.asarray(one.reward - base.reward)[0]  # [B, A]
-    gap = np.maximum(np.linalg.norm(np.asarray(after.xy) - np.asarray(scenes.goal), axis=-1) - 2.0, 0.0)
-    over = np.maximum(np.abs(np.asarray(after.speed)) - np.sqrt(25.0 + 4.0 * gap), 0.0)
-    valid = np.asarray(one.valid)[0] > 0
-    np.testing.assert_allclose(extra[valid], -SIM.dt * over[valid], atol=1e-5)
-    assert (extra[:, 0] < -0.5 * SIM.dt).all()  # ~20 m/s where ~11 m/s is the most it could brake from
-    np.testing.assert_array_equal(extra[:, 1], 0.0)
-    np.testing.assert_allclose(np.asarray(two.reward - base.reward)[0], 2.0 * extra, atol=1e-5)
-    assert float(shaping.from_config({"goal_speed_gain": 1.0}, conditioned=False).goal_speed_gain) == 0.0
-
-
 def test_start_noise_moves_only_fresh_policy_starts():
     """PPOConfig's start noise reaches the envs' fresh episodes (the same scenes, conditions and keys)."""
     bank = _bank()

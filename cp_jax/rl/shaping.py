@@ -8,7 +8,6 @@ recompiles and they can be vmapped over:
           - collision_gain x (alpha_coll / 3 if gain_by_weight else 1) x alpha_coll x 1[collision]
           + (1 - comfort_scale) x alpha_comfort x comfort violations of the step
           - ttc_gain x (alpha_coll / 3 if gain_by_weight else 1) x dt x max(0, 1 - ttc / ttc_horizon)
-          - goal_speed_gain x dt x max(0, |v| - sqrt(goal_speed^2 + 2 GOAL_BRAKE max(0, d - goal_radius)))
 
 Progress is measured along the agent's lane route (Scenario.route_xy) to its goal's projection on
 it: going round a roundabout pays, and driving on past the goal costs what it paid. The collision
@@ -21,10 +20,6 @@ otherwise learns to avoid by not braking (docs/decisions.md).
 ttc is the agent's time to collision with the nearest alive object ahead in its path after the step
 (`time_to_collision`): a dense cost of closing in on a slower car, which scales with speed as a
 kinematic quantity where the collision term is paid only once the cars touch.
-
-The goal-speed cost charges an agent going faster than it could brake (at GOAL_BRAKE) to its condition's
-goal speed by the time it is within the goal radius (d: straight-line distance to the goal after the step):
-a goal counts only at or below that speed, and an agent that drives through it too fast loses it.
 """
 
 from __future__ import annotations
@@ -38,9 +33,7 @@ from cp_jax.sim import reward as reward_lib
 from cp_jax.sim.types import Scenario, SimConfig, SimState
 
 ALPHA_COLL_MAX = float(conditions.field(conditions.COND_HIGH, "alpha_coll"))  # DESIGN's range U(0, 3)
-FIELDS = ("progress_per_m", "collision_gain", "gain_by_weight", "comfort_scale", "ttc_gain", "ttc_horizon",
-          "goal_speed_gain")
-GOAL_BRAKE = 2.0  # m/s^2: the deceleration the goal-speed cost allows for (below the 3 m/s^2 comfort limit)
+FIELDS = ("progress_per_m", "collision_gain", "gain_by_weight", "comfort_scale", "ttc_gain", "ttc_horizon")
 PATH_MARGIN = 0.3  # m either side of the two widths: an object this close laterally is in the agent's path
 
 
@@ -54,16 +47,13 @@ class Shaping:
     comfort_scale: jax.Array
     ttc_gain: jax.Array  # per second of a time to collision below ttc_horizon
     ttc_horizon: jax.Array  # s
-    goal_speed_gain: jax.Array  # per (m/s above the speed it could still brake from) per second
 
 
 def make(progress_per_m: float = 0.0, collision_gain: float = 0.0, gain_by_weight: bool = False,
-         comfort_scale: float = 1.0, ttc_gain: float = 0.0, ttc_horizon: float = 3.0,
-         goal_speed_gain: float = 0.0) -> Shaping:
+         comfort_scale: float = 1.0, ttc_gain: float = 0.0, ttc_horizon: float = 3.0) -> Shaping:
     """Shaping from plain numbers; raises ValueError naming a negative weight (or a horizon <= 0)."""
     values = dict(progress_per_m=progress_per_m, collision_gain=collision_gain, gain_by_weight=float(gain_by_weight),
-                  comfort_scale=comfort_scale, ttc_gain=ttc_gain, ttc_horizon=ttc_horizon,
-                  goal_speed_gain=goal_speed_gain)
+                  comfort_scale=comfort_scale, ttc_gain=ttc_gain, ttc_horizon=ttc_horizon)
     for name, value in values.items():
         if not value >= 0.0:
             raise ValueError(f"shaping.{name} must be >= 0, got {value}")
@@ -78,14 +68,14 @@ def none() -> Shaping:
 
 def from_config(section, conditioned: bool = True) -> Shaping:
     """Shaping from a config's `shaping` section (missing fields: none). The collision gain, the comfort
-    scale, the ttc cost and the goal-speed cost act on the condition, so the non-conditioned baseline
-    (fixed reward) gets none of them."""
+    scale and the ttc cost act on the condition's weights, so the non-conditioned baseline (fixed reward)
+    gets none of them."""
     values = dict(section.to_dict() if hasattr(section, "to_dict") else section)
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise ValueError(f"config.shaping: unknown field(s) {sorted(unknown)}; known: {list(FIELDS)}")
     if not conditioned:
-        values.update(collision_gain=0.0, comfort_scale=1.0, ttc_gain=0.0, goal_speed_gain=0.0)
+        values.update(collision_gain=0.0, comfort_scale=1.0, ttc_gain=0.0)
     return make(**values)
 
 
@@ -121,14 +111,6 @@ def time_to_collision(state: SimState, scenes: Scenario) -> jax.Array:
     return jax.vmap(one)(state.xy, state.yaw, state.speed, state.alive, scenes.size)
 
 
-def over_goal_speed(state: SimState, goal: jax.Array) -> jax.Array:
-    """[B, A] m/s by which each agent is faster than it could brake from, at GOAL_BRAKE, to its condition's
-    goal speed by the goal radius (goal [B, A, 2]; 0 when slow enough)."""
-    gap = jnp.maximum(jnp.linalg.norm(state.xy - goal, axis=-1) - conditions.field(state.cond, "goal_radius"), 0.0)
-    allowed = jnp.sqrt(conditions.field(state.cond, "goal_speed") ** 2 + 2.0 * GOAL_BRAKE * gap)
-    return jnp.maximum(jnp.abs(state.speed) - allowed, 0.0)
-
-
 def add(rew: jax.Array, w: Shaping, state: SimState, nxt: SimState, collided: jax.Array, scenes: Scenario,
         sim: SimConfig, goal: jax.Array) -> jax.Array:
     """rew [B, A] plus the shaping of one step from state to nxt [B, ...] (collided [B, A] by that step;
@@ -146,5 +128,4 @@ def add(rew: jax.Array, w: Shaping, state: SimState, nxt: SimState, collided: ja
         close = jnp.maximum(1.0 - time_to_collision(nxt, scenes) / w.ttc_horizon, 0.0)
         return w.ttc_gain * by_weight * sim.dt * close
 
-    rew = rew - jax.lax.cond(w.ttc_gain > 0, ttc_cost, lambda: jnp.zeros_like(rew))
-    return rew - w.goal_speed_gain * sim.dt * over_goal_speed(nxt, scenes.goal)
+    return rew - jax.lax.cond(w.ttc_gain > 0, ttc_cost, lambda: jnp.zeros_like(rew))
