@@ -10,13 +10,19 @@ obs_road segments, so shorter segments show it a nearer, finer road; they need m
 and more candidates per grid cell (--cell_edges, --cell_lanes) so that the off-road test and the lane
 terms still find every nearby edge and lane (docs/measurements/real_scenes.md: 2.5 m with 64 / 48).
 
-Every scene is validated; a malformed file never stops the run: it is skipped and reported
-(cp_jax/jobs/convert.py). Ends with a one-line summary and writes report.json.
+Every scene is validated; a malformed file never stops the run: it is skipped (a line `skip SCENE:
+REASON` on stderr names the file and the field) and reported (cp_jax/jobs/convert.py). Ends with a one-line
+summary and writes report.json. Exits 1 when no scene converted (the reasons are in report.json).
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
 from absl import app, flags
+
+from launch import cli
 
 flags.DEFINE_string("src", None, "folder of scene files (unused for --format=procedural)")
 flags.DEFINE_enum("format", "gpudrive_json", ["gpudrive_json", "tfexample", "procedural"], "input format")
@@ -44,14 +50,17 @@ def main(_):
                               **cells)
         scenes = convert.sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files, FLAGS.max_segment)
         options = convert.reading_options(FLAGS.format, FLAGS.max_segment)
-        summary = convert.convert(FLAGS.out, cfg, scenes, options)
+        # (on stderr: TFDS's own output is silenced on stdout while the scenes stream into the cache)
+        summary = convert.convert(FLAGS.out, cfg, scenes, options, log=lambda line: print(line, file=sys.stderr))
     except ValueError as e:
         raise app.UsageError(str(e)) from None
     print(f"{summary['converted']} scenes converted, {summary['skipped']} skipped, "
           f"{summary['truncated_objects']} objects and {summary['truncated_segments']} road segments truncated, "
           f"{summary['scenes_per_s']:.1f} scenes/s -> {FLAGS.out} (report.json)")
+    if not summary["converted"]:
+        sys.exit(f"build_scenes: no scene converted ({summary['skipped']} skipped): the reasons are in "
+                 f"{os.path.join(FLAGS.out, 'report.json')}")
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["out"])
-    app.run(main)
+    cli.run(main, required=("out",))

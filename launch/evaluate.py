@@ -25,6 +25,8 @@ import os
 
 from absl import app, flags
 
+from launch import cli
+
 flags.DEFINE_multi_string("policy", None, "policy folder, name=folder, or a built-in (expert, idm, const_vel)")
 flags.DEFINE_string("scenes", "procedural", "'procedural' (the validation set) or a converted scene cache directory")
 flags.DEFINE_string("manifests", "", "directory with interactive.csv / random.csv (cache scenes; default "
@@ -87,4 +89,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 
-from absl import app, flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("policy", None, "a saved policy folder (cp_jax.policy.saved)")
 flags.DEFINE_list("styles", ["normal"], "named styles (conditions) to evaluate under")
@@ -29,12 +31,17 @@ FLAGS = flags.FLAGS
 
 def main(_):
     from cp_jax.jobs.evaluate_policy import evaluate_policy
+    from cp_jax.policy import saved
+    from cp_jax.sim import conditions
 
+    with cli.checking():  # the styles and the policy, before any scene is built
+        for style in FLAGS.styles:
+            conditions.style(style)
+        saved.load(FLAGS.policy)
     results = evaluate_policy(FLAGS.policy, FLAGS.styles, FLAGS.scenes, FLAGS.seed, FLAGS.agents, FLAGS.sampled,
                               FLAGS.mixed, FLAGS.at_fault, FLAGS.cache_dir)
     print(json.dumps(dict(policy=FLAGS.policy, sampled=FLAGS.sampled, mixed=FLAGS.mixed, styles=results)))
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["policy"])
-    app.run(main)
+    cli.run(main, required=("policy",))

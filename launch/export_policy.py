@@ -6,7 +6,9 @@ its lineage, curve and README (cp_jax/jobs/export_policy.py).
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("workdir", None, "a finished launch.train_anchor run")
 flags.DEFINE_string("out", None, "destination folder")
@@ -16,9 +18,9 @@ FLAGS = flags.FLAGS
 def main(_):
     from cp_jax.jobs.export_policy import export
 
-    export(FLAGS.workdir, FLAGS.out)
+    with cli.checking():  # a missing or damaged WORKDIR/policy is refused before anything is copied
+        export(FLAGS.workdir, FLAGS.out)
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir", "out"])
-    app.run(main)
+    cli.run(main, required=("workdir", "out"))

@@ -12,7 +12,9 @@ prints one summary line.
 
 from __future__ import annotations
 
-from absl import app, flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("src", None, "directory of scene files (gpudrive_json)")
 flags.DEFINE_enum("format", "gpudrive_json", ["gpudrive_json", "procedural"], "scene source")
@@ -21,23 +23,18 @@ flags.DEFINE_integer("seed", 0, "seed of the random split")
 flags.DEFINE_string("out", None, "output directory")
 flags.DEFINE_integer("procedural_scenes", 50, "scenes to generate (procedural)", lower_bound=1)
 flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 10:; '' = all)")
-flags.mark_flag_as_required("out")
 FLAGS = flags.FLAGS
 
 
-def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+def main(_):
     from cp_jax.jobs import make_splits
 
-    try:
+    with cli.checking():
         raws, ids, skipped = make_splits.read_scenes(FLAGS.format, FLAGS.src, FLAGS.files, FLAGS.procedural_scenes)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
     for name, err in skipped:
         print(f"skipped {name}: {err}")
     print(make_splits.write_splits(FLAGS.out, raws, ids, FLAGS.n, FLAGS.seed, skipped))
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main, required=("out",))

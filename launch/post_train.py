@@ -17,14 +17,13 @@ import json
 import os
 import time
 
-from absl import app, flags, logging
-from ml_collections import config_flags
+from absl import flags, logging
 
-from launch import multihost
+from launch import cli, multihost
 
 flags.DEFINE_string("workdir", None, "run folder (created; an existing run there is resumed)")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "counterplay.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "counterplay.py"),
     "experiment file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
@@ -32,9 +31,11 @@ FLAGS = flags.FLAGS
 
 def main(_):
     multihost.init()
-    from cp_jax.jobs import post_train
+    from cp_jax.jobs import loop, post_train
 
-    setup = post_train.resolve(FLAGS.config)  # validates every field before any work
+    with cli.checking():
+        setup = post_train.resolve(FLAGS.config)  # validates every field before any work
+        loop.check_resume(FLAGS.workdir, FLAGS.config, post_train.RESUME_SAFE)  # resume only under its config
     logging.info("%s", post_train.describe(setup))
     print(f"{setup.method.name}: budget {setup.budget:,.0f} agent-steps -> {FLAGS.workdir}")
     t0 = time.perf_counter()
@@ -44,5 +45,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir"])
-    app.run(main)
+    cli.run(main, required=("workdir",))

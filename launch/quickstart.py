@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("out", "runs/quickstart", "output directory")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "quickstart.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "quickstart.py"),
     "experiment file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
@@ -22,8 +23,10 @@ FLAGS = flags.FLAGS
 def main(_):
     from cp_jax.jobs import quickstart
 
+    with cli.checking():
+        quickstart.resolve(FLAGS.config)  # every field validated before any work
     quickstart.run(FLAGS.config, FLAGS.out)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

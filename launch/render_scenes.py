@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("out", "runs/scenes", "output directory")
 flags.DEFINE_list("kinds", [], "layout kinds (default: all)")
@@ -25,7 +27,13 @@ def main(_):
     from cp_jax.sim import types
 
     kinds = FLAGS.kinds or list(layouts.LAYOUT_KINDS)
-    start, stop = (int(x) for x in FLAGS.seeds.split(":"))
+    unknown = [k for k in kinds if k not in layouts.ALL_KINDS]
+    if unknown:
+        cli.fail(f"--kinds: unknown {unknown}; known: {', '.join(layouts.ALL_KINDS)}")
+    try:
+        start, stop = (int(x) for x in FLAGS.seeds.split(":"))
+    except ValueError:
+        cli.fail(f"--seeds={FLAGS.seeds}: expected START:STOP (two ints, e.g. 0:2)")
     os.makedirs(FLAGS.out, exist_ok=True)
     for kind in kinds:
         for seed in range(start, stop):
@@ -40,4 +48,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("out", "results", "output directory")
 flags.DEFINE_bool("readme", False, "rewrite the README's results block from OUT/results.json afterwards")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "results.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "results.py"),
     "results file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
@@ -26,11 +27,9 @@ FLAGS = flags.FLAGS
 def main(_):
     from cp_jax.jobs import results, sweep
 
-    try:
+    with cli.checking():
         module = sweep.sweep_module(FLAGS.config.sweep_file or None)
         results._check_resume(FLAGS.out, results.plan(FLAGS.config, module), FLAGS.config.anchor)
-    except (ValueError, FileNotFoundError) as e:
-        raise app.UsageError(str(e)) from None
     results.run(FLAGS.config, module, FLAGS.out)
     if FLAGS.readme:
         readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
@@ -39,4 +38,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from absl import app, flags
 
+from launch import cli
+
 flags.DEFINE_integer("procedural", 112, "procedural training scenes to include (0: none)", lower_bound=0)
 flags.DEFINE_list("kinds", [], "layout kinds the procedural scenes cycle through (default: the default cycle; "
                   "e.g. adding highway, as config.scenes.kinds)")
@@ -37,10 +39,8 @@ def main(_):
         sets[name or folder] = ("cache", folder)
     if not sets:
         raise app.UsageError("give --procedural > 0 or at least one --cache")
-    try:
+    with cli.checking():
         summary = scene_stats(sets, FLAGS.out, saved.load(FLAGS.policy).sim, cache_dir=FLAGS.cache_dir)
-    except ValueError as e:
-        raise app.UsageError(str(e)) from None
     for stat in next(iter(summary.values())):
         print(f"{stat:22s} " + "  ".join(f"{name}: p50 {s[stat]['p50']:.2f} p90 {s[stat]['p90']:.2f}"
                                          for name, s in summary.items()))
@@ -48,5 +48,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flag_as_required("out")
-    app.run(main)
+    cli.run(main, required=("out",))

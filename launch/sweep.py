@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 
-from absl import app, flags
+from absl import flags
 from ml_collections import config_flags
 
+from launch import cli
+
 flags.DEFINE_string("out", "runs/sweep", "output directory")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "sweep_small.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "sweep_small.py"),
     "sweep file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
@@ -22,9 +24,11 @@ FLAGS = flags.FLAGS
 def main(_):
     from cp_jax.jobs import sweep
 
-    module = sweep.sweep_module(config_flags.get_config_filename(FLAGS["config"]))
+    with cli.checking():
+        module = sweep.sweep_module(config_flags.get_config_filename(FLAGS["config"]))
+        sweep.resolve(FLAGS.config, module)  # every run and the benchmark validated before any work
     sweep.run(FLAGS.config, module, FLAGS.out)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -16,14 +16,13 @@ import json
 import os
 import time
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
 
-from launch import multihost
+from launch import cli, multihost
 
 flags.DEFINE_string("workdir", None, "run folder (created; an existing run there is resumed)")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "anchor_small.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "anchor_small.py"),
     "experiment file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
@@ -31,9 +30,11 @@ FLAGS = flags.FLAGS
 
 def main(_):
     multihost.init()
-    from cp_jax.jobs import train
+    from cp_jax.jobs import loop, train
 
-    train.resolve(FLAGS.config)  # validates every field before any work
+    with cli.checking():
+        train.resolve(FLAGS.config)  # validates every field before any work
+        loop.check_resume(FLAGS.workdir, FLAGS.config)  # a folder's checkpoints resume only under its config
     t0 = time.perf_counter()
     result = train.train(FLAGS.config, FLAGS.workdir)
     print(json.dumps(result["final_eval"], indent=1))
@@ -41,5 +42,4 @@ def main(_):
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir"])
-    app.run(main)
+    cli.run(main, required=("workdir",))

@@ -12,26 +12,28 @@ from __future__ import annotations
 import json
 import os
 
-from absl import app, flags
-from ml_collections import config_flags
+from absl import flags
+
+from launch import cli
 
 flags.DEFINE_string("workdir", None, "run folder (created; an existing run there is resumed)")
-config_flags.DEFINE_config_file(
-    "config", os.path.join(os.path.dirname(__file__), "..", "experiments", "bc_small.py"),
+cli.config_file(
+    os.path.join(os.path.dirname(__file__), "..", "experiments", "bc_small.py"),
     "experiment file (ml_collections); override fields with --config.FIELD=VALUE",
 )
 FLAGS = flags.FLAGS
 
 
 def main(_):
-    from cp_jax.jobs import clone
+    from cp_jax.jobs import clone, loop
 
-    clone.resolve(FLAGS.config)  # validates every field before any work
+    with cli.checking():
+        clone.resolve(FLAGS.config)  # validates every field before any work
+        loop.check_resume(FLAGS.workdir, FLAGS.config)  # a folder's checkpoints resume only under its config
     result = clone.run(FLAGS.config, FLAGS.workdir)
     print(json.dumps(dict(labels=result["labels"], final=result["final"], eval=result["eval"]), indent=1))
     print(f"done in {result['seconds']:.0f}s -> {FLAGS.workdir}")
 
 
 if __name__ == "__main__":
-    flags.mark_flags_as_required(["workdir"])
-    app.run(main)
+    cli.run(main, required=("workdir",))

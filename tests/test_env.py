@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from cp_jax.scenarios.builder import SceneError, build_scenario
-from cp_jax.sim import conditions, env, geometry, types
+from cp_jax.sim import conditions, dynamics, env, geometry, types
 from tests.worlds import small_config, straight_road
 
 CFG = small_config()
@@ -378,6 +378,38 @@ def test_braking_stops_and_holds_without_a_reverse_gear():
     assert float(s_go.speed[0]) == pytest.approx(0.1 * 0.3 * 4.0 / 3.0, rel=1e-4)
     _, tr_r = roll(brake, None, s0, sc, PARAMS, CFG, 30)
     assert float(tr_r.state.speed[-1, 0]) < -1.0
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(actuator_lag=0.0), "actuator_lag"),  # the actuator would never move: no control at all
+    (dict(actuator_lag=1.5), "actuator_lag"),
+    (dict(max_lat_accel=0.0), "max_lat_accel"),  # steering scaled to nothing
+    (dict(max_lat_accel=-2.0), "max_lat_accel"),  # ... or reversed
+    (dict(max_lat_accel=float("nan")), "max_lat_accel"),
+    (dict(num_accel=6), "num_accel"),  # even grids have no 0: the keep-driving index would accelerate
+    (dict(num_steer=12), "num_steer"),
+    (dict(num_accel=1), "num_accel"),  # linspace(-4, 4, 1) = [-4]
+    (dict(max_reverse=-1.0), "max_reverse"),
+    (dict(headway=-1.0), "idm.headway"),
+    (dict(max_speeed=3.0), "unknown field"),
+])
+def test_sim_params_refuse_values_that_disable_control(kwargs, field):
+    """Issue #33: default_params names the bad value (and what it allows) instead of building it."""
+    with pytest.raises(ValueError, match=field):
+        types.default_params(**kwargs)
+
+
+def test_validate_params_checks_a_sim_params_put_together_by_hand():
+    """Outside jit; the defaults and the direct bicycle pass, and the keep-driving action KEEP is (0, 0)."""
+    assert types.validate_params(PARAMS) is PARAMS
+    assert types.validate_params(types.default_params(actuator_lag=1.0, max_lat_accel=float("inf"), max_reverse=0.0))
+    accel, steer = dynamics.decode_discrete(jnp.asarray(KEEP), PARAMS.accel_grid, PARAMS.steer_grid)
+    assert float(accel) == 0.0 and float(steer) == 0.0
+    for bad, name in ((PARAMS.replace(actuator_lag=jnp.float32(0.0)), "actuator_lag"),
+                      (PARAMS.replace(accel_grid=PARAMS.accel_grid[:6]), "accel_grid"),
+                      (PARAMS.replace(steer_grid=-PARAMS.steer_grid), "steer_grid")):
+        with pytest.raises(ValueError, match=name):
+            types.validate_params(bad)
 
 
 def test_perturbed_starts_stay_on_the_road_apart_and_within_their_bounds():

@@ -135,6 +135,7 @@ def test_bad_config_fails_before_any_work(tmp_path, anchor):
            ("counterplay", anchor, {"method": "ppo_forever"}, "config.method"),
            ("counterplay", anchor, {"budget_stop": "never"}, "config.budget_stop"),
            ("counterplay", anchor, {"budget_steps": 0, "budget_frac": 1.5}, "config.budget_frac"),
+           ("counterplay", anchor, {"budget_steps": -5}, "config.budget_steps must be >= 0"),  # was: budget_frac's
            ("ppo_rewind", anchor, {"ppo.bank_groups": 2}, "config.ppo.bank_groups: ppo_rewind"),
            ("counterplay", anchor, {"counterplay.bank_groups": 2, "scenes.train": 3},
             "must be a multiple of config.counterplay.bank_groups"),
@@ -143,6 +144,8 @@ def test_bad_config_fails_before_any_work(tmp_path, anchor):
         with pytest.raises((ValueError, FileNotFoundError), match=message):
             post_train.post_train(_config(experiment, folder, cache, **dotted), str(work))
     assert not work.exists() and not cache.exists()  # nothing generated or written
-    # the command line reports the same error and exits non-zero
+    # the command line reports the same error as one usage line (launch/cli.py) and exits with 2
     r = _run("counterplay", work, anchor, cache, ["--config.counterplay.root_rule=latest"])
-    assert r.returncode != 0 and "root_rule" in r.stderr and not work.exists()
+    assert r.returncode == 2 and "root_rule" in r.stderr and not work.exists()
+    assert r.stderr.strip().splitlines() == ["launch.post_train: error: config.counterplay.root_rule: unknown "
+                                             "'latest'; use value|fixed|none"]

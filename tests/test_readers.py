@@ -300,8 +300,9 @@ def test_build_scenes_reports_when_nothing_converts_and_refuses_to_overwrite(tmp
            "--max_road_segments=256", "--max_lanes=8"]
     res = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"}, capture_output=True, text=True,
                          timeout=600)
-    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.returncode == 1, res.stderr[-2000:]  # it produced nothing (issue #33)
     assert res.stdout.strip().splitlines()[-1].startswith("0 scenes converted, 1 skipped")
+    assert "build_scenes: no scene converted (1 skipped)" in res.stderr and "skip short: " in res.stderr
     assert json.loads((out / "report.json").read_text())["scenes"][0]["status"] == "skipped"
     # the same job in-process: one good file converts; converting into a cache again is refused
     cfg = types.SimConfig(max_agents=8, max_road_segments=256, max_lanes=8, log_steps=91, episode_steps=90)

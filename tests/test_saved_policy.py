@@ -36,6 +36,21 @@ def test_round_trip_and_errors(tmp_path):
         saved.load(str(tmp_path / "p"))
 
 
+def test_damaged_params_file_is_named_damaged_not_mismatched(tmp_path):
+    """A truncated, emptied or overwritten params.msgpack is damaged (issue #33): no net_config.json fits it."""
+    sim = small_config()
+    saved.save(str(tmp_path / "p"), NET, networks.init_params(NET, sim, jax.random.PRNGKey(3)), sim)
+    path = tmp_path / "p" / "params.msgpack"
+    data = path.read_bytes()
+    for damaged in (data[: len(data) // 2], data[:-3], b"", b"\x05"):
+        path.write_bytes(damaged)
+        with pytest.raises(ValueError, match=r"params.msgpack: damaged") as err:
+            saved.load(str(tmp_path / "p"))
+        assert "does not match" not in str(err.value)
+    path.write_bytes(data)
+    assert saved.load(str(tmp_path / "p")).net.cfg == NET
+
+
 @pytest.mark.parametrize("name", ["conditioned_small", "ppo_small"])
 def test_shipped_anchor_loads_and_drives(name):
     from cp_jax.rl import evaluate

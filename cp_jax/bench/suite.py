@@ -4,7 +4,11 @@
   training, the anchor's held-out evaluation or the quickstart; the test set's 9000000+, read only by
   the results command), every eligible pair scored by
   `cp_jax.scenarios.splits`, the Interactive split = the top n by interactivity, the Random split
-  = n sampled with a seed.
+  = n sampled with a seed. Like a converted cache, a procedural set has its own SimConfig
+  (PROCEDURAL_CONFIG: object slots, road sizes, steps): the scenes do not depend on the policies scored
+  on them (a policy's max_agents once capped the objects placed: other scenes, other scores). Only what
+  the policies observe (POLICY_FIELDS) is theirs; where their other fields differ, the splits' warning
+  says so.
 - `cached_suite`: a converted scenario cache (`launch.build_scenes`) plus split manifests written by
   `launch.make_splits` (interactive.csv, random.csv). Pairs name scenes by id and egos by object
   index; every pair is checked against the built scene (the scene exists, the ego is a valid,
@@ -39,6 +43,11 @@ SPLITS = ("interactive", "random")
 # the validation set; the test set is read only by the results command (launch.results), which names it.
 PROCEDURAL_SETS = {"procedural": (300_000, "validation"), "procedural_test": (9_000_000, "test")}
 PROCEDURAL_SEED = PROCEDURAL_SETS["procedural"][0]
+# The procedural sets' SimConfig (the shipped anchors' own, so their scenes are the ones they always were);
+# the policies' observation fields replace its own (POLICY_FIELDS).
+PROCEDURAL_CONFIG = SimConfig(max_agents=16, obs_road=64, enable_idm=False)
+POLICY_FIELDS = ("obs_partners", "obs_road", "partner_radius", "grid_size", "discrete_actions")
+RUN_FIELDS = ("max_controlled", "enable_idm", "remove_on_event")  # set per run (episodes.bench_config)
 
 
 def refuse_test_set(scenes: str, field: str) -> None:
@@ -72,11 +81,27 @@ def _index(pairs, names: list[str], where: str) -> SplitPairs:
     return SplitPairs(list(pairs), scene, ego)
 
 
+def procedural_config(policy: SimConfig) -> tuple[SimConfig, str]:
+    """(the SimConfig a procedural set is built with: PROCEDURAL_CONFIG with `policy`'s POLICY_FIELDS, a
+    note naming `policy`'s other fields that differ from it and were not used; "" when none)."""
+    cfg = dataclasses.replace(PROCEDURAL_CONFIG, **{f: getattr(policy, f) for f in POLICY_FIELDS})
+    differ = [f.name for f in dataclasses.fields(SimConfig)
+              if f.name not in POLICY_FIELDS + RUN_FIELDS and getattr(policy, f.name) != getattr(cfg, f.name)]
+    if not differ:
+        return cfg, ""
+    return cfg, ("procedural scenes built with the set's own " + ", ".join(f"{f}={getattr(cfg, f)}" for f in differ)
+                 + ", not the policy's " + ", ".join(f"{f}={getattr(policy, f)}" for f in differ)
+                 + " (scores comparable with every other run on this set)")
+
+
 def procedural_suite(
     num_scenes: int, num_pairs: int, cfg: SimConfig, seed: int = PROCEDURAL_SEED, agents: int = 12,
     split_seed: int = 0, cache_dir: str = "~/.cache/cp_jax/scenes",
 ) -> Suite:
-    """num_scenes procedural scenes and both splits of num_pairs pairs each."""
+    """num_scenes procedural scenes and both splits of num_pairs pairs each, built with
+    procedural_config(cfg) (cfg: a policy's SimConfig; only its observation fields are used, the others
+    that differ are named in every split's warning)."""
+    cfg, note = procedural_config(cfg)
     raws = bank_lib.procedural_scenes(num_scenes, seed, agents, max_objects=cfg.max_agents)
     names, bank = bank_lib.cached_procedural_bank(cache_dir, num_scenes, seed, agents, cfg)
     pairs = splits_lib.score_scenes(raws)
@@ -85,7 +110,7 @@ def procedural_suite(
     out = {}
     for name, split in made.items():
         sp = _index(split, names, f"procedural {name} split")
-        out[name] = sp._replace(warning=split.warning)
+        out[name] = sp._replace(warning="; ".join(w for w in (split.warning, note) if w))
     return Suite(names, bank, cfg, out)
 
 

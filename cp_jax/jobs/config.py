@@ -2,7 +2,8 @@
 
 One source of defaults: an experiment file states only what differs from a dataclass's defaults
 (`section(PPOConfig, lr=1e-3)`), and a job turns the section back into the dataclass
-(`fields(PPOConfig, config.ppo, "ppo")`), refusing unknown keys by name.
+(`fields(PPOConfig, config.ppo, "ppo")`, or `build(...)` for the dataclass itself), refusing unknown keys
+by name.
 """
 
 from __future__ import annotations
@@ -43,6 +44,16 @@ def fields(cls, section_, name: str) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"config.{name}: unknown field(s) {sorted(unknown)}; known: {sorted(known)}")
     return {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+
+
+def build(cls, section_, name: str, **extra):
+    """cls(**fields(cls, section_, name), **extra); a ValueError it raises names the field as the command
+    line spells it (`config.NAME.field` for `CLS.field`)."""
+    values = fields(cls, section_, name)
+    try:
+        return cls(**values, **extra)
+    except ValueError as e:
+        raise ValueError(str(e).replace(f"{cls.__name__}.", f"config.{name}.")) from None
 
 
 def positive(section_, names, prefix: str) -> None:

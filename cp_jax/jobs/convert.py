@@ -4,9 +4,12 @@ cache (TFDS ArrayRecord of padded arrays) with a report.
     summary = convert(out, cfg, sources(fmt, src, n_procedural, files))
 
 Every scene is validated; a malformed file never stops the run: it is skipped and reported (with the
-file and the field). Scenes larger than the static sizes are truncated by the documented rules
-(`builder.fit_to_config`) and counted. report.json lists every scene converted or skipped, with the
-reason and what was dropped or truncated.
+file and the field; an unexpected error while reading or building one scene is reported the same way,
+with its type). Scenes larger than the static sizes are truncated by the documented rules
+(`builder.fit_to_config`) and counted (truncated_ids: the file's ids of the objects left out).
+report.json lists every scene converted or skipped, with the reason and what was dropped, truncated or
+coerced; it is written under a temporary name and moved into place once complete.
+`summary["converted"] == 0` means the job produced nothing (launch.build_scenes then exits 1).
 """
 
 from __future__ import annotations
@@ -74,8 +77,10 @@ def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
     for path in scene_files(src, "*tfrecord*", select):
         try:
             items = tfexample.read(path, max_segment=seg)
-        except SceneError as e:  # an unreadable file is reported, not fatal
-            items = [e]
+        except ImportError:  # no TensorFlow: no file can be read
+            raise
+        except Exception as e:  # an unreadable file is reported, not fatal
+            items = [e if isinstance(e, SceneError) else SceneError(f"{path}: unexpected {type(e).__name__}: {e}")]
         for k, item in enumerate(items):
             def read(item=item):
                 if isinstance(item, Exception):
@@ -85,11 +90,13 @@ def _sources(fmt: str, src: str | None, n_procedural: int, select: str,
             yield f"{os.path.basename(path)}#{k}", read
 
 
-def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], options: dict | None = None) -> dict:
+def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], options: dict | None = None,
+            log: Callable[[str], None] | None = None) -> dict:
     """Convert `scenes` (from `sources`) into a cache in out and write out/report.json (with options, the
-    reading settings, e.g. max_segment); returns the summary. Refuses a folder that already holds a cache."""
+    reading settings, e.g. max_segment); log (if given) is told each skipped scene and its reason; returns
+    the summary. Refuses a folder that already holds a cache."""
     from cp_jax.scenarios import cache
-    from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config
+    from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config, object_ids
 
     if os.path.exists(os.path.join(out, "sim_config.json")):
         raise ValueError(f"--out={out} already holds a scenario cache: remove it or choose another folder")
@@ -101,14 +108,21 @@ def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], 
             entry = dict(scene=scene_id)
             try:
                 raw, notes = read()
+                ids_read = object_ids(raw)
                 raw, dropped_objects, dropped_segments = fit_to_config(raw, cfg)
                 scenario = build_scenario(raw, cfg)
-            except SceneError as e:  # readers turn malformed input into SceneError naming the field
-                entry.update(status="skipped", reason=str(e))
+            except Exception as e:  # one scene never stops the others: every reason is reported
+                # Readers turn malformed input into SceneError naming the field; anything else is named by type.
+                reason = str(e) if isinstance(e, SceneError) else f"{scene_id}: unexpected {type(e).__name__}: {e}"
+                entry.update(status="skipped", reason=reason)
                 report.append(entry)
+                if log is not None:
+                    log(f"skip {scene_id}: {reason}")
                 continue
+            kept = set(object_ids(raw).tolist())
             entry.update(status="converted", objects=raw.num_objects,
                          controllable=int(raw.controllable.sum()), truncated_objects=dropped_objects,
+                         truncated_ids=[int(i) for i in ids_read if i not in kept],
                          truncated_segments=dropped_segments, **notes)
             report.append(entry)
             yield scene_id, scenario
@@ -125,6 +139,8 @@ def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], 
                    scenes_per_s=len(report) / max(elapsed, 1e-9), data_dir=data_dir,
                    truncated_objects=sum(r["truncated_objects"] for r in converted),
                    truncated_segments=sum(r["truncated_segments"] for r in converted))
-    with open(os.path.join(out, "report.json"), "w") as f:
+    path = os.path.join(out, "report.json")
+    with open(path + ".tmp", "w") as f:
         json.dump(dict(summary=summary, sim_config=cfg.__dict__, options=options or {}, scenes=report), f, indent=2)
+    os.replace(path + ".tmp", path)
     return summary

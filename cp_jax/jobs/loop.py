@@ -95,19 +95,6 @@ def _finite(state, stats) -> str:
     return ", ".join(bad)
 
 
-def check_resumable(workdir: str, section: str, num_groups: int) -> None:
-    """Refuse to resume checkpoints made with other scene groups (config.<section>.bank_groups): their
-    scene indices would point into other groups (run_info.json of the earlier run holds its config)."""
-    info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
-    if not (os.path.exists(info) and os.path.isdir(ckpts) and os.listdir(ckpts)):
-        return
-    with open(info) as f:
-        before = (json.load(f).get("config", {}).get(section) or {}).get("bank_groups", 1)
-    if before != num_groups:
-        raise ValueError(f"config.{section}.bank_groups ({num_groups}): {workdir} holds checkpoints of a run with "
-                         f"bank_groups={before}; resume with that value or start in a new --workdir")
-
-
 class Run:
     """A run folder (module docstring). eval_key: the step's name in eval.jsonl ("update", "round")."""
 

@@ -25,12 +25,16 @@ from cp_jax.counterplay.config import CounterPlayConfig
 from cp_jax.io.metrics import Progress, read_jsonl
 from cp_jax.jobs import config as config_lib
 from cp_jax.jobs import scenes as scenes_lib
-from cp_jax.jobs.loop import Run, check_resumable, plot
+from cp_jax.jobs.loop import SAFE_ON_RESUME, Run, plot
 from cp_jax.policy import saved
 from cp_jax.rl import evaluate, opponent, ppo, shaping, spiced
 from cp_jax.sim import conditions, types
 
 BUDGET_STOPS = ("closest", "under", "over")
+
+# The budget only decides when the rounds stop (no schedule depends on it): a run may be resumed with a
+# larger one to go on, or a smaller one to stop sooner.
+RESUME_SAFE = SAFE_ON_RESUME | {"budget_steps", "budget_frac", "budget_stop"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,6 +162,9 @@ def resolve(config) -> Setup:
     method = METHODS[config.method]
     if not config.anchor:
         raise ValueError("config.anchor: set it to a saved policy folder (e.g. assets/anchors/conditioned_small)")
+    if config.budget_steps < 0:
+        raise ValueError(f"config.budget_steps must be >= 0 (agent-steps; 0: config.budget_frac of the anchor's "
+                         f"training), got {config.budget_steps}")
     anchor = saved.load(config.anchor)
     if anchor.net.cfg.lstm:
         raise ValueError(f"config.anchor={config.anchor!r}: an LSTM policy; post-training needs a feed-forward one")
@@ -173,7 +180,7 @@ def resolve(config) -> Setup:
     if method.ppo:
         if not anchor.net.cfg.condition and config.ppo.conditioned:
             raise ValueError("config.ppo.conditioned: the anchor is not conditioned")
-        ppo_cfg = ppo.PPOConfig(**config_lib.fields(ppo.PPOConfig, config.ppo, "ppo"))
+        ppo_cfg = config_lib.build(ppo.PPOConfig, config.ppo, "ppo")
         ppo_cfg.validate(anchor.sim)
         shape = shaping.from_config(config.get("shaping", {}), ppo_cfg.conditioned)
         if (method.name == "ppo_opponent") != (ppo_cfg.opponent_frac > 0):
@@ -185,7 +192,7 @@ def resolve(config) -> Setup:
         if method.name == "spiced":
             spiced.check_config(config.human)
     if method.counterplay:
-        cp_cfg = CounterPlayConfig(**config_lib.fields(CounterPlayConfig, config.counterplay, "counterplay"))
+        cp_cfg = config_lib.build(CounterPlayConfig, config.counterplay, "counterplay")
     groups = ("ppo", ppo_cfg.bank_groups) if method.ppo else ("counterplay", cp_cfg.bank_groups)
     if not method.grouped:
         for section, cfg in (("ppo", ppo_cfg), ("counterplay", cp_cfg)):
@@ -224,8 +231,7 @@ def post_train(config, workdir: str) -> dict[str, Any]:
     setup = resolve(config)
     anchor, sim = setup.anchor, setup.anchor.sim
     section, groups = setup.groups
-    check_resumable(workdir, section, groups)
-    run = Run(workdir, config, keep=config.train.keep, eval_key="round")
+    run = Run(workdir, config, keep=config.train.keep, eval_key="round", safe=RESUME_SAFE)
     params = types.default_params()
     # Data parallelism: envs / records / failures split over the devices (one device: the same program);
     # with scene groups every process reads only its devices' groups and each device holds its own.

@@ -66,8 +66,18 @@ def load(folder: str) -> SavedPolicy:
         raise FileNotFoundError(f"{path}: missing (a saved policy folder holds {', '.join(FILES)})")
     with open(path, "rb") as f:
         data = f.read()
+    # Decoded first, on its own: a file that does not decode is damaged (truncated, overwritten), which
+    # no net_config.json could fix; one that decodes but does not fit the template is a mismatch.
     try:
-        params = serialization.from_bytes(template, data)
+        state = serialization.msgpack_restore(data)
+    except Exception as e:  # msgpack's and flax's array decoding raise several types
+        raise ValueError(f"{path}: damaged, not a complete flax msgpack file ({len(data)} bytes; {e}); "
+                         "save or export the policy again") from None
+    if not isinstance(state, dict):
+        raise ValueError(f"{path}: damaged, holds a {type(state).__name__} instead of a parameter tree "
+                         f"({len(data)} bytes); save or export the policy again")
+    try:
+        params = serialization.from_state_dict(template, state)
     except (ValueError, KeyError, TypeError) as e:
         raise ValueError(f"{path}: does not match {os.path.join(folder, 'net_config.json')} ({e})") from None
     bad = [p for p, a, b in zip(jax.tree.leaves_with_path(params), jax.tree.leaves(params), jax.tree.leaves(template),

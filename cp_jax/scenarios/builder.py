@@ -130,8 +130,9 @@ def _check_shapes(raw: RawScene) -> None:
         "log_yaw": (n, t), "log_vel": (n, t, 2), "log_valid": (n, t), "size": (n, 2), "obj_type": (n,),
         "goal": (n, 2), "controllable": (n,),
     }
-    if raw.priority is not None:
-        expect["priority"] = (n,)
+    for field in ("priority", "object_ids"):
+        if getattr(raw, field) is not None:
+            expect[field] = (n,)
     for field, shape in expect.items():
         if np.shape(getattr(raw, field)) != shape:
             _fail(raw, field, f"shape {np.shape(getattr(raw, field))}, expected {shape}")
@@ -290,6 +291,11 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
     )
 
 
+def object_ids(raw: RawScene) -> np.ndarray:
+    """[N] each object's id in its source file (`RawScene.object_ids`; its index when None)."""
+    return np.arange(raw.num_objects) if raw.object_ids is None else np.asarray(raw.object_ids)
+
+
 def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tuple[RawScene, int, int]:
     """Shrink a scene to cfg's static sizes (documented truncation rules).
 
@@ -316,6 +322,7 @@ def fit_to_config(raw: RawScene, cfg: SimConfig, keep: int | None = None) -> tup
             log_valid=raw.log_valid[kept], size=raw.size[kept], obj_type=raw.obj_type[kept],
             goal=raw.goal[kept], controllable=raw.controllable[kept],
             routes=[raw.routes[i] for i in kept], priority=pick(raw.priority), sdc=remap[int(raw.sdc)],
+            object_ids=pick(raw.object_ids),
         )
 
     seg_count = lambda p: max(len(p) - 1, 0)  # noqa: E731

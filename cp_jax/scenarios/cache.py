@@ -107,8 +107,10 @@ def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tu
     tfds.display_progress_bar(False)
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
-    with open(os.path.join(out_dir, "sim_config.json"), "w") as f:
+    marker = os.path.join(out_dir, "sim_config.json")  # marks the cache complete: written whole, then renamed
+    with open(marker + ".tmp", "w") as f:
         json.dump(dataclasses.asdict(cfg), f, indent=2)
+    os.replace(marker + ".tmp", marker)
     return builder.data_dir
 
 

@@ -42,6 +42,7 @@ class RawScene:
     priority: np.ndarray | None = None  # [N] int, lower = right of way; None -> zeros
     tl_state: np.ndarray | None = None  # [n_lanes, T] int TL_* per lane; None -> no lights
     sdc: int = 0
+    object_ids: np.ndarray | None = None  # [N] int, each object's id in its source file (None: its index)
 
     @property
     def num_objects(self) -> int:

@@ -245,7 +245,8 @@ class IDMParams:
 
 @struct.dataclass
 class SimParams:
-    """Tunable simulator values (arrays)."""
+    """Tunable simulator values (arrays). Made by default_params, which checks them (PARAM_RULES, odd
+    grids with 0 in the middle); validate_params checks one put together otherwise."""
 
     idm: IDMParams
     wheelbase_frac: jax.Array  # wheelbase = frac * length
@@ -259,19 +260,79 @@ class SimParams:
     max_lat_accel: jax.Array  # m/s^2 (inf: steering is never scaled down)
 
 
+IDM_DEFAULTS = dict(desired_speed=15.0, min_gap=1.0, headway=1.5, max_accel=1.0, comfort_decel=3.0, delta=4.0)
+
+# What SimParams accepts, field by field: (field, ok(values [...]) -> bool [...], the allowed values). NaN
+# fails every rule. Checked where the values come from Python (default_params, validate_params), never
+# under jit.
+PARAM_RULES = (
+    ("wheelbase_frac", lambda v: (v > 0) & (v <= 1), "in (0, 1]"),
+    ("max_speed", lambda v: v > 0, "> 0 m/s"),
+    ("max_reverse", lambda v: v >= 0, ">= 0 m/s (0: no reverse gear)"),
+    ("actuator_lag", lambda v: (v > 0) & (v <= 1),
+     "in (0, 1] (1: the command at once; 0 would freeze the actuator: no control)"),
+    ("max_lat_accel", lambda v: v > 0,
+     "> 0 m/s^2 (inf: steering never scaled down; <= 0 would disable or reverse the steering)"),
+    ("idm.desired_speed", lambda v: v >= 0, ">= 0 m/s"),
+    ("idm.min_gap", lambda v: v >= 0, ">= 0 m"),
+    ("idm.headway", lambda v: v >= 0, ">= 0 s"),
+    ("idm.max_accel", lambda v: v > 0, "> 0 m/s^2"),
+    ("idm.comfort_decel", lambda v: v > 0, "> 0 m/s^2"),
+    ("idm.delta", lambda v: v > 0, "> 0"),
+)
+
+
+def _check_grid(name: str, grid: np.ndarray) -> None:
+    """An action grid [n]: odd n >= 3, increasing, exactly 0 in the middle (the keep-driving action is
+    the middle index: env.rollout, rl/bc.py)."""
+    n = grid.shape[0] if grid.ndim == 1 else 0
+    if n < 3 or n % 2 == 0 or not np.all(np.diff(grid) > 0) or grid[n // 2] != 0:
+        raise ValueError(f"SimParams.{name} must be increasing with an odd length >= 3 and 0 in the middle (the "
+                         f"keep-driving action), got {np.round(grid, 4).tolist()}")
+
+
+def _check_values(values: dict) -> None:
+    """values {field or 'idm.field': array-like} (those present) against PARAM_RULES and the grids; raises
+    ValueError naming the first bad field and its allowed values."""
+    for name, ok, allowed in PARAM_RULES:
+        if name not in values:
+            continue
+        v = np.asarray(values[name], np.float64)
+        if not np.all(ok(v)):
+            raise ValueError(f"SimParams.{name} must be {allowed}, got {v.tolist()}")
+    for name in ("accel_grid", "steer_grid"):
+        if name in values:
+            _check_grid(name, np.asarray(values[name], np.float64))
+
+
+def validate_params(params: SimParams) -> SimParams:
+    """params, after checking every value (module rules: PARAM_RULES, the grids); raises ValueError naming
+    the field. Needs concrete arrays: call it where a SimParams is put together, not under jit."""
+    values = {k: getattr(params, k) for k in ("wheelbase_frac", "max_speed", "max_reverse", "accel_grid",
+                                              "steer_grid", "actuator_lag", "max_lat_accel")}
+    values.update({f"idm.{k}": getattr(params.idm, k) for k in IDM_DEFAULTS})
+    _check_values(jax.device_get(values))
+    return params
+
+
 def default_idm(**overrides) -> IDMParams:
-    """BehaviorBench's IDM regime values."""
-    values = dict(
-        desired_speed=15.0, min_gap=1.0, headway=1.5, max_accel=1.0, comfort_decel=3.0, delta=4.0
-    )
-    values.update(overrides)
+    """BehaviorBench's IDM regime values (IDM_DEFAULTS), overrides applied; unknown or out-of-range
+    values raise ValueError naming the field."""
+    unknown = set(overrides) - set(IDM_DEFAULTS)
+    if unknown:
+        raise ValueError(f"IDMParams: unknown field(s) {sorted(unknown)}; known: {list(IDM_DEFAULTS)}")
+    values = {**IDM_DEFAULTS, **overrides}
+    _check_values({f"idm.{k}": v for k, v in values.items()})
     return IDMParams(**{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
 
 
-def _grid(limit: float, n: int) -> jax.Array:
-    """linspace(-limit, limit, n) with an exact 0 in the middle (odd n)."""
+def _grid(limit: float, n: int, name: str) -> np.ndarray:
+    """linspace(-limit, limit, n) [n] with an exact 0 in the middle; n (argument `name`) an odd int >= 3."""
+    if not isinstance(n, int | np.integer) or isinstance(n, bool) or n < 3 or n % 2 == 0:
+        raise ValueError(f"default_params: {name} must be an odd int >= 3 (the middle action is 0: keep "
+                         f"driving), got {n!r}")
     values = np.linspace(-limit, limit, n)
-    return jnp.asarray(np.where(np.abs(values) < 1e-9, 0.0, values), jnp.float32)
+    return np.where(np.abs(values) < 1e-9, 0.0, values)
 
 
 def default_params(
@@ -281,6 +342,8 @@ def default_params(
     """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad; the
     actuator follows commands with lag 0.3 per step and full lock reaches at most 8 m/s^2 lateral
     (`actuator_lag=1, max_lat_accel=inf`: the classic bicycle driven directly by the command).
+    Every value is checked (PARAM_RULES; odd grids with 0 in the middle); a bad one raises ValueError
+    naming it and its allowed values.
 
     Why the actuator: the comfort term penalises |jerk| > 5 m/s^3, and with direct commands on
     this grid every change of action is such a jerk (1.33 m/s^2 or 1/6 rad in 0.1 s). With lag 0.3
@@ -291,13 +354,8 @@ def default_params(
     (`dynamics.settle`). The default keeps a reverse gear: without one, self-play PPO settled into
     standing still (docs/log/anchor_runs.csv, run b5: 0.2 training goal rate at 2.7 M steps vs 0.6 with it).
     """
-    return SimParams(
-        idm=default_idm(**idm_overrides),
-        wheelbase_frac=jnp.asarray(0.6, jnp.float32),
-        max_speed=jnp.asarray(40.0, jnp.float32),
-        max_reverse=jnp.asarray(max_reverse, jnp.float32),
-        accel_grid=_grid(4.0, num_accel),
-        steer_grid=_grid(1.0, num_steer),
-        actuator_lag=jnp.asarray(actuator_lag, jnp.float32),
-        max_lat_accel=jnp.asarray(max_lat_accel, jnp.float32),
-    )
+    values = dict(wheelbase_frac=0.6, max_speed=40.0, max_reverse=max_reverse,
+                  accel_grid=_grid(4.0, num_accel, "num_accel"), steer_grid=_grid(1.0, num_steer, "num_steer"),
+                  actuator_lag=actuator_lag, max_lat_accel=max_lat_accel)
+    _check_values(values)
+    return SimParams(idm=default_idm(**idm_overrides), **{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})

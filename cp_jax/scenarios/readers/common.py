@@ -2,22 +2,33 @@
 
 A reader parses its file format into `SceneParts` (polylines with type names and map ids, object
 arrays, traffic-light states by lane id) and calls `assemble`, which applies the validation rules
-below, decimates polylines, builds the lane graph (the data has no connectivity) and plans each
-object's lane route. Every rejection raises `SceneError` naming the file and the field; every
-repair is counted in `RawScene`-side `notes` (returned beside the scene).
+below (`validate`), decimates polylines, builds the lane graph (the data has no connectivity) and
+plans each object's lane route. Every rejection raises `SceneError` naming the file and the field;
+every repair is counted in `ReadNotes` (returned beside the scene), every coercion listed in
+`ReadNotes.coerced` (rules: `COERCIONS`).
 
-Validation rules (each has a test in tests/test_readers.py):
+Validation rules (each has a test in tests/test_readers.py or tests/test_bad_scene_input.py):
+  R0 a value of the wrong JSON type      -> reject, naming the value (objects[1].valid[4]: 'false' is a
+     (the JSON reader: at every step)       string): numbers must be JSON numbers, flags JSON booleans
+                                            or 0/1 (coercion 'valid_as_number'), names strings
   R1 missing required field             -> reject (SceneError names the field)
   R2 NaN / inf in an object's valid step -> reject (names object index, field and step)
-     NaN / inf in a road polyline        -> reject (names road index)
+     NaN / inf in a road polyline        -> reject (names road index and vertex)
   R3 polyline with < 2 distinct points   -> dropped and counted (stop signs, which are single points
                                             in the data, become a 1 m segment along the nearest lane)
   R4 object never valid                  -> dropped and counted
   R5 no controllable vehicle             -> reject ("no controllable vehicle")
   R6 log shorter than the episode        -> reject when the scene is built with a SimConfig whose
                                             log_steps is longer (builder: field 'log_steps')
-Controllable = a vehicle valid at its first step that moves >= 2 m over the log ("parked" otherwise;
-parked objects stay in the world as log-replayed obstacles).
+  R7 value out of bounds                 -> reject, naming the value: a valid step's position, a goal
+                                            or a road vertex beyond ±COORD_LIMIT m, a valid step's
+                                            velocity beyond ±SPEED_LIMIT m/s or heading beyond
+                                            ±HEADING_LIMIT, a length or width outside (0, SIZE_LIMIT] m
+  R8 log shorter than MIN_LOG_STEPS      -> reject ("log has 1 step", field 'log_steps')
+  R9 roads needing more than MAX_ROAD_POINTS vertices once split into max_segment pieces -> reject
+Values at invalid steps are never used (placeholders, e.g. -10000 or NaN, are zeroed), so R2 and R7
+look at valid steps only. Controllable = a vehicle valid at its first step that moves >= 2 m over the log
+("parked" otherwise; parked objects stay in the world as log-replayed obstacles).
 """
 
 from __future__ import annotations
@@ -43,6 +54,17 @@ TL_IDS = {
     "flashing_caution": types.TL_CAUTION, "go": types.TL_GO, "arrow_go": types.TL_GO,
 }
 PARKED_DISPLACEMENT = 2.0  # m over the whole log
+COORD_LIMIT = 1e6  # m: |x|, |y| of valid object steps, goals and road vertices (WOMD scenes: < 2e4)
+SPEED_LIMIT = 1e3  # m/s: |velocity x|, |y| at a valid step
+HEADING_LIMIT = 1e5  # |heading| at a valid step, radians or (unwrapped) degrees
+SIZE_LIMIT = 100.0  # m: length and width of an object ever valid
+MIN_LOG_STEPS = 2  # a log needs two steps to move
+MAX_ROAD_POINTS = 5_000_000  # road vertices of a scene once split into max_segment pieces (80 MB)
+COERCIONS = {  # what a reader may coerce (ReadNotes.coerced: rule -> object indices in the file)
+    "valid_as_number": "valid flags given as 0/1 numbers, read as false/true",
+    "partial_goal": "a goalPosition with one coordinate null or missing: the final valid position is the goal",
+    "other_type": "a type other than vehicle / pedestrian / cyclist: read as 'other' (never controllable)",
+}
 
 
 @dataclasses.dataclass
@@ -61,6 +83,7 @@ class SceneParts:
     tl: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)  # lane map id -> [T] TL_* ids
     sdc: int = -1  # -1: unknown (the first controllable vehicle is used)
     object_ids: np.ndarray | None = None  # [N] ids from the file, for reports
+    coerced: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # COERCIONS key -> object indices
 
 
 @dataclasses.dataclass
@@ -72,6 +95,7 @@ class ReadNotes:
     heading_unit: str = "rad"
     segments_before_decimation: int = 0
     segments_after_decimation: int = 0
+    coerced: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # COERCIONS key -> object indices
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -211,38 +235,72 @@ def plan_route(succ: list[list[int]], start: int, goal: int, max_lanes: int = 12
     return []
 
 
-def assemble(parts: SceneParts, decimate_tol: float = 0.1,
-             max_segment: float = MAX_SEGMENT) -> tuple[RawScene, ReadNotes]:
-    """Validate SceneParts and turn them into a RawScene (rules R1-R5 of the module docstring); road
-    polylines are simplified within decimate_tol (m) and split into segments <= max_segment (m)."""
+def validate(parts: SceneParts) -> None:
+    """Refuse SceneParts no scene can hold (rules R2, R7-R9 of the module docstring; R9 is checked
+    while splitting, in `assemble`). Raises SceneError naming the file, the field and the value."""
     name = parts.name
-    notes = ReadNotes()
     n, t = parts.valid.shape
+    if t < MIN_LOG_STEPS:
+        fail(name, "log_steps", f"log has {t} step{'' if t == 1 else 's'}; a scene needs >= {MIN_LOG_STEPS}")
     for field, arr, shape in (("position", parts.xy, (n, t, 2)), ("heading", parts.yaw, (n, t)),
                               ("velocity", parts.vel, (n, t, 2)), ("size", parts.size, (n, 2))):
         if arr.shape != shape:
             fail(name, field, f"shape {arr.shape}, expected {shape}")
-    for field, arr in (("position", parts.xy), ("heading", parts.yaw), ("velocity", parts.vel)):
-        bad = ~np.isfinite(arr)
-        bad = bad.any(-1) if bad.ndim == 3 else bad
-        bad &= parts.valid
-        if bad.any():
-            i, k = np.argwhere(bad)[0]
-            fail(name, f"objects[{i}].{field}", f"non-finite value at step {k} ({int(bad.sum())} in all)")
+    for field, arr, limit, unit in (("position", parts.xy, COORD_LIMIT, "m"), ("heading", parts.yaw, HEADING_LIMIT, ""),
+                                    ("velocity", parts.vel, SPEED_LIMIT, "m/s")):
+        mask = parts.valid if arr.ndim == 2 else parts.valid[..., None]
+        _check_values(name, field, arr, mask, limit, unit)
     ever = parts.valid.any(1)
-    bad_size = ~np.isfinite(parts.size).all(1) | (parts.size <= 0).any(1)
-    if (bad_size & ever).any():
-        fail(name, f"objects[{int(np.flatnonzero(bad_size & ever)[0])}].length/width", "non-positive or non-finite")
+    for j, field in enumerate(("length", "width")):
+        v = parts.size[:, j]
+        bad = ever & ~((v > 0) & (v <= SIZE_LIMIT))  # NaN fails both
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            fail(name, f"objects[{i}].{field}", f"{v[i]:g} is outside (0, {SIZE_LIMIT:g}] m")
+    if parts.goal is not None:
+        goal = np.asarray(parts.goal, np.float64)
+        bad = ever[:, None] & np.isfinite(goal) & (np.abs(goal) > COORD_LIMIT)  # non-finite: no goal
+        if bad.any():
+            i, c = (int(v) for v in np.argwhere(bad)[0])
+            fail(name, f"objects[{i}].goalPosition.{'xy'[c]}", f"{goal[i, c]:g} is outside ±{COORD_LIMIT:g} m")
+    for k, (_, poly, _) in enumerate(parts.polylines):
+        poly = np.asarray(poly, np.float64).reshape(-1, 2)
+        _check_values(name, f"roads[{k}].geometry", poly, np.ones_like(poly, bool), COORD_LIMIT, "m")
+
+
+def _check_values(name: str, field: str, arr: np.ndarray, mask: np.ndarray, limit: float, unit: str) -> None:
+    """Fail on the first non-finite or out-of-bounds entry of arr [N, T] / [N, T, 2] / [P, 2] under mask
+    (same shape), naming it as objects[i].field[k].x or field[p].x."""
+    bad_finite = ~np.isfinite(arr) & mask
+    bad_bound = np.isfinite(arr) & (np.abs(arr) > limit) & mask
+    for bad, why in ((bad_finite, "non-finite value {value:g} ({count} in all)"),
+                     (bad_bound, f"{{value:g}} is outside ±{limit:g}{' ' + unit if unit else ''} ({{count}} in all)")):
+        if bad.any():
+            idx = tuple(int(v) for v in np.argwhere(bad)[0])
+            if field.startswith("roads"):  # [P, 2]: vertex p, coordinate c
+                where = f"{field}[{idx[0]}].{'xy'[idx[1]]}"
+            else:  # [N, T(, 2)]: object i, step k (, coordinate c)
+                where = f"objects[{idx[0]}].{field}[{idx[1]}]" + (f".{'xy'[idx[2]]}" if len(idx) > 2 else "")
+            fail(name, where, why.format(value=float(arr[idx]), count=int(bad.sum())))
+
+
+def assemble(parts: SceneParts, decimate_tol: float = 0.1,
+             max_segment: float = MAX_SEGMENT) -> tuple[RawScene, ReadNotes]:
+    """Validate SceneParts and turn them into a RawScene (rules R1-R9 of the module docstring); road
+    polylines are simplified within decimate_tol (m) and split into segments <= max_segment (m)."""
+    validate(parts)
+    name = parts.name
+    notes = ReadNotes(coerced={k: list(v) for k, v in parts.coerced.items()})
+    n, t = parts.valid.shape
+    ever = parts.valid.any(1)
 
     # Road polylines: drop degenerate ones (R3), decimate the rest.
     lanes, dense_lanes, lane_ids, edges, others = [], [], [], [], []
-    stop_points = []
+    stop_points, points = [], 0
     for k, (kind, poly, map_id) in enumerate(parts.polylines):
         if kind not in ROAD_TYPE_IDS:
             fail(name, f"roads[{k}].type", f"unknown road type {kind!r}")
-        poly = np.asarray(poly, np.float64).reshape(-1, 2)
-        if not np.isfinite(poly).all():
-            fail(name, f"roads[{k}].geometry", "non-finite coordinate")
+        poly = np.asarray(poly, np.float64).reshape(-1, 2)  # finite and in bounds (validate)
         keep = np.concatenate([[True], np.linalg.norm(np.diff(poly, axis=0), axis=1) > 1e-3]) if len(poly) else []
         poly = poly[keep] if len(poly) else poly
         if kind == "stop_sign" and len(poly) >= 1:
@@ -252,6 +310,11 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1,
             notes.dropped_polylines += 1
             continue
         notes.segments_before_decimation += len(poly) - 1
+        span = np.linalg.norm(np.diff(poly, axis=0), axis=1)
+        points += len(poly) + int(np.ceil(span / max_segment).sum())  # >= what decimate returns (R9)
+        if points > MAX_ROAD_POINTS:
+            fail(name, f"roads[{k}].geometry", f"splitting the roads into <= {max_segment:g} m segments needs "
+                 f"> {MAX_ROAD_POINTS} vertices (this polyline spans {span.sum():g} m)")
         dense = poly
         poly = decimate(poly, decimate_tol, max_segment)
         notes.segments_after_decimation += len(poly) - 1
@@ -324,5 +387,6 @@ def assemble(parts: SceneParts, decimate_tol: float = 0.1,
         others=others, log_xy=xy, log_yaw=yaw, log_vel=vel, log_valid=valid,
         size=np.asarray(parts.size, np.float64)[keep], obj_type=obj_type, goal=goal,
         controllable=controllable, routes=routes, priority=None, tl_state=tl_state, sdc=sdc,
+        object_ids=(np.arange(n) if parts.object_ids is None else np.asarray(parts.object_ids))[keep],
     )
     return raw, notes
