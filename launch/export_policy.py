@@ -12,6 +12,7 @@ from launch import cli
 
 flags.DEFINE_string("workdir", None, "a finished launch.train_anchor run")
 flags.DEFINE_string("out", None, "destination folder")
+flags.DEFINE_bool("overwrite", False, "replace --out when it already holds files")
 FLAGS = flags.FLAGS
 
 
@@ -19,7 +20,7 @@ def main(_):
     from cp_jax.jobs.export_policy import export
 
     with cli.checking():  # a missing or damaged WORKDIR/policy is refused before anything is copied
-        export(FLAGS.workdir, FLAGS.out)
+        export(FLAGS.workdir, FLAGS.out, FLAGS.overwrite)
 
 
 if __name__ == "__main__":

@@ -303,6 +303,15 @@ def test_export_policy_writes_the_lineage(tmp_path):
     assert (out / "curve.png").stat().st_size > 0  # the lineage's curve (the run itself drew none)
     readme = (out / "README.md").read_text()
     assert "python -m launch.train_anchor --workdir=base" in readme and "2.20 M simulated agent-steps" in readme, readme
+    # Into a folder holding files: refused (one usage line) unless --overwrite, which replaces it whole.
+    (out / "stale.txt").write_text("an earlier export's file")
+    cmd = [sys.executable, "-m", "launch.export_policy", f"--workdir={tmp_path / 'tune'}", f"--out={out}"]
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "holds files" in r.stderr and "--overwrite" in r.stderr, r.stderr[-2000:]
+    r = subprocess.run([*cmd, "--overwrite"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and not (out / "stale.txt").exists() and (out / "params.msgpack").exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("out")) == ["out"]  # nothing staged left
 
 
 def test_progress_bar_names_its_unit(capsys):

@@ -94,7 +94,8 @@ def test_killed_counterplay_run_resumes_to_the_same_result(tmp_path, anchor):
     assert "2 training scenes (this process's of 2 groups)" in killed.stderr  # the job's own line shows ...
     assert "checkpoint_manager" not in killed.stderr  # ... orbax's records do not (cp_jax/io/console.py)
     assert not (b / "policy" / "params.msgpack").exists() and len(_metrics(b)) == 3
-    with pytest.raises(ValueError, match="bank_groups=2"):  # ungrouped: its scene indices would mean other scenes
+    with pytest.raises(ValueError, match="config.counterplay.bank_groups: 2 in the run, 1 now"):  # ungrouped: its
+        # scene indices would mean other scenes (refused with every other changed field)
         post_train.post_train(_config("counterplay", anchor, cache), str(b))
     post_train.post_train(_config("counterplay", anchor, cache, **settings), str(b))  # resumes from round 2
     assert (a / "policy" / "params.msgpack").read_bytes() == (b / "policy" / "params.msgpack").read_bytes()

@@ -7,7 +7,8 @@ The folder gets the policy (params.msgpack, net_config.json, sim_config.json), c
 metrics.jsonl and README.md with the exact command, git revision and held-out results taken from the
 run's run_info.json / eval.json. For a fine-tune (config.init_from), eval.json gets the lineage (every
 run it continued, cp_jax.io.run_info.lineage) and its total agent-steps, the README lists their
-commands, and curve.png spans the whole lineage.
+commands, and curve.png spans the whole lineage. The folder is written whole: staged beside `out` and
+moved into place when complete; an existing `out` with files is refused unless overwrite (then replaced).
 """
 
 from __future__ import annotations
@@ -22,10 +23,14 @@ from cp_jax.io import run_info
 from cp_jax.policy import saved
 
 
-def export(workdir: str, out: str) -> None:
+def export(workdir: str, out: str, overwrite: bool = False) -> None:
     """Copy workdir's policy and records into out (module docstring)."""
     src = os.path.join(workdir, "policy")
     saved.load(src)  # refuse a broken policy
+    final = os.path.normpath(out)
+    if os.path.isdir(final) and os.listdir(final) and not overwrite:
+        raise ValueError(f"--out={out} holds files ({', '.join(sorted(os.listdir(final))[:4])}...); pass --overwrite "
+                         "to replace the folder, or choose another --out")
     # Read before copying: --out may be the folder of a run this one started from.
     runs = run_info.lineage(workdir)
     curve = None
@@ -33,7 +38,9 @@ def export(workdir: str, out: str) -> None:
         from cp_jax.io import plots
 
         curve = plots.lineage_curve(runs, os.path.join(tempfile.mkdtemp(), "curve.png"))
-    os.makedirs(out, exist_ok=True)
+    out = final + ".partial"  # staged here, moved into place at the end
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
     for name in saved.FILES:
         shutil.copy(os.path.join(src, name), out)
     for name in ("curve.png", "eval.json", "metrics.jsonl", "eval.jsonl", "run_info.json"):
@@ -52,7 +59,7 @@ def export(workdir: str, out: str) -> None:
         info = json.load(f)
     argv = info["argv"]
     command = "python -m launch.train_anchor " + " ".join(shlex.quote(a) for a in argv[1:])
-    lines = [f"# {os.path.basename(os.path.normpath(out))}", "",
+    lines = [f"# {os.path.basename(final)}", "",
              "Made by this project's own command (git revision " + info["git_revision"] + "):", "",
              "```bash", command, "```", ""]
     ev_path = os.path.join(workdir, "eval.json")
@@ -84,4 +91,10 @@ def export(workdir: str, out: str) -> None:
               "Load with `cp_jax.policy.saved.load(folder)`.", ""]
     with open(os.path.join(out, "README.md"), "w") as f:
         f.write("\n".join(lines))
-    print(f"exported {src} -> {out}")
+    old = final + ".old"  # the replaced folder stays whole until the new one is in place
+    if os.path.exists(final):
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(final, old)
+    os.replace(out, final)
+    shutil.rmtree(old, ignore_errors=True)
+    print(f"exported {src} -> {final}")
