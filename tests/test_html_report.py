@@ -64,6 +64,25 @@ def _png(colour) -> bytes:
     return buf.getvalue()
 
 
+def test_main_jobs_console_headline_is_one_line_per_split_with_the_tables_figures():
+    """The main job prints three lines of results, not the tables: each policy's Table I mean (the summary's
+    mean over regimes) and the other's paired difference from the anchor with its interval (tables.md's)."""
+    from cp_jax.bench import report, stats
+
+    recs = _records()
+    summary = report.summarise(recs)
+    text = main.headline(recs, summary, "anchor")
+    lines = text.splitlines()
+    assert len(lines) == 3 and lines[1].startswith("  interactive: anchor ") and lines[2].startswith("  random: ")
+    for split, line in zip(("interactive", "random"), lines[1:], strict=True):
+        rows = [r for r in summary if r["split"] == split]
+        for policy in ("anchor", "counterplay"):
+            table_i = np.mean([r["score"] for r in rows if r["policy"] == policy])
+            assert f"{policy} {table_i:.2f}" in line
+        d = stats.paired_difference(recs, "counterplay", "anchor", ["normal", "idm"], split)
+        assert f"({d.text()})" in line
+
+
 def test_report_is_one_offline_file_with_the_tables_charts_curves_and_gallery(tmp_path):
     recs = _records()
     tables = report.table_i(recs, ["normal", "idm"]) + "\n\n" + report.table_iii(recs, "anchor")

@@ -35,11 +35,12 @@ OUTPUTS = ("episodes.jsonl", "summary.json", "tables.md", "report.html")  # what
 
 
 def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=None,
-                  curves: dict[str, str] | None = None) -> list[dict]:
+                  curves: dict[str, str] | None = None, echo: bool = True) -> list[dict]:
     """Every ego x split x ego style x regime x seed of bench (a `cp_jax.bench.config.BenchConfig`), one
     batched episode run each; writes out's files (module docstring) and returns the summary records.
     figure_filter(outcomes: {policy: clean (bool)}) -> bool picks the pairs drawn (default: outcomes
-    differ; `figure_pairs`); curves: {name: run folder} whose training curves the report draws.
+    differ; `figure_pairs`); curves: {name: run folder} whose training curves the report draws; echo: print
+    the tables (False: the caller prints its own summary).
 
     Written whole or not at all: every file goes to out/.partial first and is moved into out only when the
     run is complete (an interrupted run leaves out's earlier results as they were; report.html comes last)."""
@@ -89,14 +90,16 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     text = "\n\n".join([pairs_note, *tables]) + "\n"
     with open(os.path.join(out, "tables.md"), "w") as f:
         f.write(text)
-    print(text)
+    if echo:
+        print(text)
     if bench.figures:
         _figures(st, shown, keep, records, fig_regime, splits[0], out, bench.figures, figure_filter)
     timing = dict(scenes_s=round(t_scenes, 2), episodes_s=round(t_run, 2), total_s=round(time.time() - t0, 2),
                   batches=len(jobs), episodes=len(records), device=str(jax.devices()[0]))
     with open(os.path.join(out, "timing.json"), "w") as f:
         json.dump(timing, f)
-    print(json.dumps(timing))
+    if echo:
+        print(json.dumps(timing))
     gallery = (_gallery(st, shown, keep, records, fig_regime, splits[0]) if len(shown) == 2
                else "No gallery: one policy, nothing to compare it with.")
     for name in os.listdir(final):  # the earlier run's figures go with its other results

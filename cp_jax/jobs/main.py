@@ -15,8 +15,11 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from cp_jax.bench import config as bench_config
-from cp_jax.bench import episodes, suite
+from cp_jax.bench import episodes, stats, suite
+from cp_jax.io.metrics import read_jsonl
 from cp_jax.io.run_info import write_run_info
 from cp_jax.jobs import post_train
 from cp_jax.jobs.benchmark import run_benchmark
@@ -66,6 +69,29 @@ def run(config, out: str) -> list[dict]:
     egos = [episodes.from_saved("anchor", saved.load(config.anchor))]
     egos += [episodes.from_saved(name, saved.load(os.path.join(out, name, "policy"))) for name in METHODS]
     summary = run_benchmark(egos, bench, out, figure_filter=repaired,
-                            curves={name: os.path.join(out, name) for name in METHODS})
-    print(f"done in {time.time() - t0:.0f}s -> {out}/summary.json, tables.md, fig_*.png, report.html")
+                            curves={name: os.path.join(out, name) for name in METHODS}, echo=False)
+    print(headline(read_jsonl(os.path.join(out, "episodes.jsonl")), summary, "anchor"))
+    print(f"done in {time.time() - t0:.0f}s -> {out}/report.html (the page), tables.md (Tables I, III, IV), "
+          "summary.json, episodes.jsonl, fig_*.png")
     return summary
+
+
+def headline(records: list[dict], summary: list[dict], reference: str) -> str:
+    """The console's few lines of results: per split, each policy's Table I mean score (over the regimes of
+    `summary`, ego style normal) and each other policy's paired difference from `reference` with its 95%
+    scene-bootstrap interval (`cp_jax.bench.stats`; the figures of tables.md)."""
+    rows = [r for r in summary if r["ego_style"] == "normal"]
+    regimes = list(dict.fromkeys(r["regime"] for r in rows))
+    lines = [f"score (0-100, mean over {len(regimes)} regimes, ego style normal); method - {reference} "
+             "[95% interval over scenes]:"]
+    for split in dict.fromkeys(r["split"] for r in rows):
+        means = stats.all_pair_means(records, regimes, split, "score", "normal", group=False)
+        parts = []
+        for policy in dict.fromkeys(r["policy"] for r in rows):
+            text = f"{policy} {np.mean([r['score'] for r in rows if (r['policy'], r['split']) == (policy, split)]):.2f}"
+            if policy != reference:
+                d = stats.difference(means.get(policy, {}), means.get(reference, {}), stats.METRIC_SCALE["score"])
+                text += f" ({d.text()})"
+            parts.append(text)
+        lines.append(f"  {split}: " + " · ".join(parts))
+    return "\n".join(lines)
