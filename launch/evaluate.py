@@ -13,7 +13,8 @@ set is read only by launch.results (docs/decisions.md, "Data roles").
 Writes into --out: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics, so two policies can be compared pair by pair), summary.json and
 summary.csv (one record per policy x split x regime x ego style; cp_jax.bench.report), tables.md
-(Tables I, III, IV, and each policy's paired difference from the first), timing.json, with
+(Tables I, III, IV, the outcome shares per regime, and each policy's paired difference from the
+first), timing.json, with
 --figures=N, N Fig.-3-style PNGs (first two policies side by side on pairs where their outcomes
 differ), and report.html (one self-contained page: the tables, intervals, per-regime charts and the
 first two policies' gallery; cp_jax/bench/html_report.py). Definitions: cp_jax/bench/*.py.

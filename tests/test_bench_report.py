@@ -103,6 +103,25 @@ def test_variant_and_deployment_tables_average_regimes_then_runs():
     assert "| Anchor | 30.00 ± n/a / 0.00 | — |" in table
 
 
+def test_outcome_table_shares_per_regime_and_runs_pooled_per_method():
+    recs = [_rec("idm", o, scene=f"s{i}", regime="expert") for i, o in enumerate(["completed", "offroad",
+                                                                                   "at_fault", "timeout"])]
+    recs += [_rec("b_s0", o, scene=f"s{i}", regime=g) for g in ("expert", "idm")
+             for i, o in enumerate(["completed", "completed", "offroad", "offroad"])]
+    recs += [_rec("b_s1", o, scene=f"s{i}", regime=g) for g in ("expert", "idm")
+             for i, o in enumerate(["completed", "completed", "completed", "offroad"])]
+    recs.append(dict(_rec("b_s1", "offroad", scene="s9", regime="idm"), ego_controlled=False))  # excluded
+    recs.append(_rec("b_s1", "offroad", scene="s9", regime="idm", style="aggressive"))  # another style
+    rows = [line for line in report.outcome_table(recs, ["expert", "idm"]).splitlines() if line.startswith("| ")]
+    split_rows = [[c.strip() for c in line.strip("|").split("|")] for line in rows[1:]]
+    cells = {tuple(r[:4]): r[4:] for r in split_rows}
+    assert cells[("idm", "1", "interactive", "Expert")] == ["25.0", "25.0", "25.0", "0.0", "25.0"]
+    # b: runs with 50% and 75% completed -> 62.5 ± std([50, 75], ddof 1) = 17.7; off-road 50 / 25
+    assert cells[("b", "2", "interactive", "IDM")] == ["62.5 ± 17.7", "0.0 ± 0.0", "0.0 ± 0.0", "0.0 ± 0.0",
+                                                       "37.5 ± 17.7"]
+    assert [k[3] for k in cells if k[0] == "b"] == ["Expert", "IDM"]  # regimes in the order given
+
+
 def test_table_iv_reports_collisions_and_speed_per_ego_style():
     """Each style's row: the mean over regimes of its summary rows; mean_speed averages the episodes."""
     recs = [dict(_rec("a", o, regime=r, style="aggressive", scene=f"s{i}"), mean_speed=8.0 + i + (r == "idm"))

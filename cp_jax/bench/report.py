@@ -14,6 +14,8 @@ existed), n_pairs, seeds, n_excluded.
 
 Tables (Markdown):
 - I: score +- std per regime and their mean, one block per split, one row per policy;
+- Outcomes: per regime, the share of episodes completed / timeout / at fault / not at fault / off road
+  (runs METHOD_sSEED pooled as mean +- std over runs);
 - III: the reference policy's (the first) outcome distribution (completed / timeout / at-fault /
   non-at-fault / off-road) and, for every other policy, the share of the reference's completed
   episodes it retains and the share of each reference failure kind it repairs (completes), matched
@@ -143,6 +145,29 @@ def table_iii(records: list[dict], reference: str) -> str:
                 label = "retained" if k == "completed" else "repaired"
                 cells.append(f"{100 * done / total:.1f} {label} (of {total})" if total else "—")
         lines.append(f"| {policy} | {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def outcome_table(records: list[dict], regimes: list[str], ego_style: str = "normal") -> str:
+    """Per method, split and regime: the share of episodes (%) ending completed (goal, no collision or
+    off-road) / timeout / at fault / not at fault / off road (exclusive, `_outcome`), over pairs and
+    benchmark seeds; runs METHOD_sSEED are pooled per method as mean ± std (ddof 1) over runs."""
+    from cp_jax.bench.episodes import label
+
+    kinds = ("completed", *FAILURES)
+    kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
+    lines = [f"**Outcomes** — share of episodes (%) per regime, ego style {ego_style}; a method with several "
+             "runs METHOD_sSEED: mean ± std over its runs", "",
+             "| method | runs | split | regime | " + " | ".join(kinds) + " |", "|" + "---|" * (len(kinds) + 4)]
+    runs = collections.defaultdict(lambda: collections.defaultdict(dict))  # (method, split) -> regime -> policy -> %
+    for (policy, split, regime), rs in _group(kept, ("policy", "split", "regime")).items():
+        counts = collections.Counter(_outcome(r) for r in rs)
+        runs[(method_of(policy), split)][regime][policy] = [100 * counts[k] / len(rs) for k in kinds]
+    for (method, split), by_regime in runs.items():
+        for regime in [g for g in regimes if g in by_regime]:
+            per_run = np.array(list(by_regime[regime].values()))  # [runs, kinds]
+            cells = [pm(np.mean(v), sample_std(v), 1) if len(v) > 1 else f"{v[0]:.1f}" for v in per_run.T]
+            lines.append(f"| {method} | {len(per_run)} | {split} | {label(regime)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

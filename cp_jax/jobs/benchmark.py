@@ -83,6 +83,7 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     summary = report.summarise(records)
     report.write_summary(summary, os.path.join(out, "summary.json"), os.path.join(out, "summary.csv"))
     tables = [report.table_i(records, regimes, s) for s in ego_styles]
+    tables += [report.outcome_table(records, regimes, s) for s in ego_styles]
     tables += [report.table_iii(records, egos[0].name), report.table_iv(summary)]
     if len(egos) > 1:
         tables += [report.difference_table(records, regimes, [egos[0].name], s, group=False) for s in ego_styles]
