@@ -104,6 +104,23 @@ def test_max_objects_drops_the_last_agents_of_a_scene_that_does_not_fit():
     np.testing.assert_array_equal(fits.log_xy, generator.generate(3, "t_junction", num_agents=6).log_xy)
 
 
+def test_max_road_segments_draws_a_layout_that_fits_again():
+    """Highway seed 415 draws a curved 3-lane-a-side layout of more than SimConfig's 2,048 road segments;
+    capped, the seed's generator draws again until one fits; a layout that fits is unchanged; the count
+    is the builder's."""
+    assert generator.road_segment_count(layouts.make_layout("highway", np.random.default_rng(415))) > 2048
+    capped = generator._fitting_layout("highway", np.random.default_rng(415), 2048, 415)
+    assert generator.road_segment_count(capped) <= 2048
+    fits = generator._fitting_layout("highway", np.random.default_rng(0), 2048, 0)
+    first = layouts.make_layout("highway", np.random.default_rng(0))
+    assert all(np.array_equal(a, b) for a, b in zip(fits.edges + fits.lanes, first.edges + first.lanes, strict=True))
+    with pytest.raises(ValueError, match="highway scene of seed 415: no layout within max_road_segments=10"):
+        generator._fitting_layout("highway", np.random.default_rng(415), 10, 415)
+    built = build_scenario(scene("highway", 0), CFG)
+    layout = layouts.make_layout("highway", np.random.default_rng(0))
+    assert int(np.asarray(built.road_valid).sum()) == generator.road_segment_count(layout)
+
+
 def test_unknown_kind():
     with pytest.raises(ValueError, match="unknown procedural kind"):
         generator.generate(0, "spaghetti_junction")

@@ -102,7 +102,8 @@ def procedural_suite(
     procedural_config(cfg) (cfg: a policy's SimConfig; only its observation fields are used, the others
     that differ are named in every split's warning)."""
     cfg, note = procedural_config(cfg)
-    raws = bank_lib.procedural_scenes(num_scenes, seed, agents, max_objects=cfg.max_agents)
+    raws = bank_lib.procedural_scenes(num_scenes, seed, agents, max_objects=cfg.max_agents,
+                                      max_road_segments=cfg.max_road_segments)
     names, bank = bank_lib.cached_procedural_bank(cache_dir, num_scenes, seed, agents, cfg)
     pairs = splits_lib.score_scenes(raws)
     made = {"interactive": splits_lib.interactive_split(pairs, num_pairs),

@@ -20,14 +20,15 @@ from cp_jax.sim.types import Scenario, SimConfig
 
 
 def procedural_scenes(num_scenes: int, seed: int = 0, num_agents: int = 12, kinds=None,
-                      first: int = 0, max_objects: int | None = None) -> list[RawScene]:
+                      first: int = 0, max_objects: int | None = None,
+                      max_road_segments: int | None = None) -> list[RawScene]:
     """num_scenes procedural scenes, seeds seed, seed+1, ..., cycling through kinds (default: LAYOUT_KINDS)
     from kind number `first`: the scenes first .. first + num_scenes - 1 of a longer such sequence
-    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects:
-    generator.generate's cap (e.g. SimConfig.max_agents)."""
+    (a slice of a bank, e.g. one scene group) when seed is that sequence's seed + first. max_objects,
+    max_road_segments: generator.generate's caps (e.g. SimConfig.max_agents, .max_road_segments)."""
     kinds = tuple(kinds or layouts.LAYOUT_KINDS)
-    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents, max_objects=max_objects)
-            for i in range(num_scenes)]
+    return [generator.generate(seed + i, kinds[(first + i) % len(kinds)], num_agents, max_objects=max_objects,
+                               max_road_segments=max_road_segments) for i in range(num_scenes)]
 
 
 def make_bank(raws: list[RawScene], cfg: SimConfig) -> Scenario:
@@ -49,7 +50,8 @@ def cached_procedural_bank(
     source) and read back from it afterwards; cache_dir "": built in memory, no cache (and no TFDS: the
     install-free accelerator runs). Returns (scene names, bank [N, ...]) in seed order."""
     if not cache_dir:
-        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents)
+        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents,
+                                 max_road_segments=cfg.max_road_segments)
         return [r.name for r in raws], make_bank(raws, cfg)
     from cp_jax.scenarios import cache  # tensorflow-datasets: imported only when a cache is used
 
@@ -64,7 +66,8 @@ def cached_procedural_bank(
     if not os.path.exists(os.path.join(folder, "sim_config.json")):
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         tmp = tempfile.mkdtemp(prefix=".building_", dir=os.path.dirname(folder))
-        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents)
+        raws = procedural_scenes(num_scenes, seed, num_agents, kinds=kinds, first=first, max_objects=cfg.max_agents,
+                                 max_road_segments=cfg.max_road_segments)
         cache.build_cache(tmp, cfg, lambda: ((r.name, build_scenario(r, cfg)) for r in raws))
         try:
             os.rename(tmp, folder)  # atomic: a killed build never leaves a half cache under the final name

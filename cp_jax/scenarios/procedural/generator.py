@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cp_jax.scenarios.builder import build_scenario
+from cp_jax.scenarios.builder import build_scenario, polyline_segments
 from cp_jax.scenarios.procedural import layouts
 from cp_jax.scenarios.raw import RawScene
 from cp_jax.sim import env, types
@@ -135,6 +135,7 @@ def generate(
     log_steps: int = 91,
     max_rounds: int = 6,
     max_objects: int | None = None,
+    max_road_segments: int | None = None,
 ) -> RawScene:
     """A procedural RawScene. kind: one of layouts.ALL_KINDS, or None for a seeded choice of LAYOUT_KINDS.
 
@@ -143,13 +144,15 @@ def generate(
     the run are dropped (those that yield first, half the offenders per round; after max_rounds
     all of them) and the run is repeated until it is clean. max_objects: when the clean scene still
     holds more objects (agents + parked cars: a narrow passage parks up to 5) than that, the last
-    placed agents are dropped and the runs repeated (scenes that fit are unchanged).
+    placed agents are dropped and the runs repeated (scenes that fit are unchanged). max_road_segments:
+    a layout with more road segments than that (a long curved highway can exceed SimConfig's 2,048) is
+    drawn again from the seed's generator until one fits (layouts that fit are unchanged).
     """
     rng = np.random.default_rng(seed)
     kind = kind or str(rng.choice(layouts.LAYOUT_KINDS))
     if kind not in layouts.ALL_KINDS:
         raise ValueError(f"unknown procedural kind {kind!r}; known: {layouts.ALL_KINDS}")
-    layout = layouts.make_layout(kind, rng)
+    layout = _fitting_layout(kind, rng, max_road_segments, seed)
     agents = _place_agents(layout, num_agents, rng)
     desired = [rng.uniform(*layout.desired_speed) for _ in agents]
     total = log_steps + WARMUP_STEPS
@@ -160,6 +163,23 @@ def generate(
         keep = max(max_objects - len(layout.parked), 0)
         raw, logs, agents, desired = _clean_run(layout, agents[:keep], desired[:keep], tl, total, name, max_rounds)
     return _trim(_with_logs(raw, len(agents), *logs), WARMUP_STEPS)
+
+
+def road_segment_count(layout: layouts.Layout) -> int:
+    """The road segments `build_scenario` makes of a layout (lanes, edges, lines; zero-length dropped)."""
+    polys = [*layout.lanes, *layout.edges, *(p for _, p in layout.others)]
+    return sum(len(polyline_segments(p)[0]) for p in polys)
+
+
+def _fitting_layout(kind: str, rng: np.random.Generator, max_road_segments: int | None, seed: int,
+                    attempts: int = 20) -> layouts.Layout:
+    """make_layout(kind, rng), drawn again while it has more than max_road_segments road segments."""
+    for _ in range(attempts):
+        layout = layouts.make_layout(kind, rng)
+        if max_road_segments is None or road_segment_count(layout) <= max_road_segments:
+            return layout
+    raise ValueError(f"procedural {kind} scene of seed {seed}: no layout within max_road_segments="
+                     f"{max_road_segments} in {attempts} draws (last had {road_segment_count(layout)})")
 
 
 def _clean_run(layout, agents, desired, tl, total, name, max_rounds):
