@@ -196,7 +196,7 @@ def test_a_slice_of_the_scene_sequence_keeps_seeds_and_layout_kinds(monkeypatch)
     from cp_jax.scenarios import bank as bank_lib
     from cp_jax.scenarios.procedural import generator
 
-    monkeypatch.setattr(generator, "generate", lambda seed, kind, agents, max_objects=None: (seed, kind))
+    monkeypatch.setattr(generator, "generate", lambda seed, kind, agents, **caps: (seed, kind))
     whole = bank_lib.procedural_scenes(10, 5, 3)
     parts = [bank_lib.procedural_scenes(5, 5 + g * 5, 3, first=g * 5) for g in range(2)]
     assert parts[0] + parts[1] == whole
