@@ -85,12 +85,20 @@ def test_values_of_the_wrong_json_type_name_the_value(tmp_path, mutate, field):
 @pytest.mark.parametrize(
     "mutate, field",
     [
+        # one lane vertex at x = 1e12 made `decimate` allocate 745 GiB (the build died)
         (lambda d: d["roads"][0]["geometry"][3].update(x=1e12), r"roads\[0\]\.geometry\[3\]\.x'.*1e\+12 is outside"),
         (lambda d: d["roads"][2]["geometry"][0].update(y=-2e6), r"roads\[2\]\.geometry\[0\]\.y'.*-2e\+06 is outside"),
+        # an object at x = 1e12 was converted, controllable, with its goal 1e12 m away
+        (lambda d: [p.update(x=1e12) for p in d["objects"][2]["position"]], r"objects\[2\]\.position\[0\]\.x'.*1e\+12"),
+        (lambda d: d["objects"][0]["position"][90].update(x=1e12), r"objects\[0\]\.position\[90\]\.x'.*outside"),
+        (lambda d: d["objects"][0]["goalPosition"].update(x=1e12), r"objects\[0\]\.goalPosition\.x'.*outside"),
+        (lambda d: d["objects"][1]["velocity"][5].update(x=1e12), r"objects\[1\]\.velocity\[5\]\.x'.*outside.*m/s"),
+        (lambda d: d["objects"][1]["heading"].__setitem__(5, 1e12), r"objects\[1\]\.heading\[5\]'.*outside"),
+        (lambda d: d["objects"][1].update(length=1e12), r"objects\[1\]\.length'.*outside \(0, 100\]"),
     ],
 )
-def test_a_far_road_vertex_is_refused_before_anything_is_allocated(tmp_path, mutate, field):
-    """One lane vertex at x = 1e12 made `decimate` allocate 745 GiB (the build died)."""
+def test_a_far_road_vertex_or_object_is_refused_before_anything_is_allocated(tmp_path, mutate, field):
+    """A coordinate, speed, heading or size far outside its bound is refused, naming the field."""
     data = _scene_json()
     mutate(data)
     with pytest.raises(SceneError, match=field):
@@ -103,25 +111,6 @@ def test_roads_too_long_to_split_are_refused(tmp_path):
     data["roads"][4]["geometry"][-1]["x"] = 0.9 * common.COORD_LIMIT  # 900 km in 0.1 m pieces: 9e6 vertices
     with pytest.raises(SceneError, match=r"roads\[4\]\.geometry'.*needs > 5000000 vertices"):
         gpudrive_json.read(_write(tmp_path, data), max_segment=0.1)
-
-
-@pytest.mark.parametrize(
-    "mutate, field",
-    [
-        (lambda d: [p.update(x=1e12) for p in d["objects"][2]["position"]], r"objects\[2\]\.position\[0\]\.x'.*1e\+12"),
-        (lambda d: d["objects"][0]["position"][90].update(x=1e12), r"objects\[0\]\.position\[90\]\.x'.*outside"),
-        (lambda d: d["objects"][0]["goalPosition"].update(x=1e12), r"objects\[0\]\.goalPosition\.x'.*outside"),
-        (lambda d: d["objects"][1]["velocity"][5].update(x=1e12), r"objects\[1\]\.velocity\[5\]\.x'.*outside.*m/s"),
-        (lambda d: d["objects"][1]["heading"].__setitem__(5, 1e12), r"objects\[1\]\.heading\[5\]'.*outside"),
-        (lambda d: d["objects"][1].update(length=1e12), r"objects\[1\]\.length'.*outside \(0, 100\]"),
-    ],
-)
-def test_a_far_object_is_refused(tmp_path, mutate, field):
-    """An object at x = 1e12 was converted, controllable, with its goal 1e12 m away."""
-    data = _scene_json()
-    mutate(data)
-    with pytest.raises(SceneError, match=field):
-        _read(tmp_path, data)
 
 
 def test_values_at_invalid_steps_are_not_read(tmp_path):
