@@ -46,8 +46,7 @@ def get_config() -> ml_collections.ConfigDict:
     # collision_gain=0, gain_by_weight=False, comfort_scale=1.0: assets/anchors/conditioned_small). The
     # time-to-collision cost is off (ttc_gain: issue #31's probes, docs/measurements/real_scenes.md).
     c.shaping = ml_collections.ConfigDict(dict(progress_per_m=0.08, collision_gain=8.0, gain_by_weight=True,
-                                               comfort_scale=0.3, ttc_gain=0.0, ttc_horizon=3.0,
-                                               lane_gain=0.0))
+                                               comfort_scale=0.3, ttc_gain=0.0, ttc_horizon=3.0))
     c.human = ml_collections.ConfigDict(dict(batch=256, stride=4))  # bc_coef's logged samples per update; every 4th
     c.train = ml_collections.ConfigDict(dict(
         total_updates=1200,  # sets the learning-rate schedule too

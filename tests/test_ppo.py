@@ -16,7 +16,6 @@ from cp_jax.policy import networks
 from cp_jax.rl import evaluate, ppo, shaping
 from cp_jax.scenarios.bank import make_bank
 from cp_jax.sim import conditions, controllers, env, types
-from cp_jax.sim import reward as reward_lib
 from tests.worlds import straight_road
 
 SIM = types.SimConfig(
@@ -464,31 +463,6 @@ def test_ttc_gain_charges_closing_in_by_the_condition():
     assert float(shaping.from_config({"ttc_gain": 1.0}, conditioned=False).ttc_gain) == 0.0
     with pytest.raises(ValueError, match="ttc_horizon"):
         shaping.make(ttc_horizon=0.0)
-
-
-def test_lane_gain_pays_the_lane_centre_term_again():
-    """lane_gain adds gain x the paper's lane-centre term after each step, -alpha_l_center dt (|x - bias| -
-    0.05 / exp(|x - bias| - 0.5)) at the lateral offset x (+ = right): a car on its lane's centreline
-    (x = 0) and one 1.4 m left of it (x = -1.4) pay it at their offsets (moved < 0.1 m by one step);
-    twice the gain twice as much; the fixed-reward baseline gets none."""
-    scene = straight_road([(10.0, -2.0, 0.0, 5.0), (60.0, -0.6, 0.0, 5.0), (150.0, 2.0, np.pi, 5.0)],
-                          name="off_centre")
-    bank, net = make_bank([scene], SIM), networks.ActorCritic(NET)
-    runner, _, outs = _shaped_rollouts(bank, net, _cfg(num_envs=2), 0, [
-        shaping.none(), shaping.make(lane_gain=10.0), shaping.make(lane_gain=20.0)])
-    base, ten, twenty = (np.asarray(batch.reward) for _, batch in outs)
-    extra = ten - base  # [T, B, A]
-    valid = np.asarray(outs[0][1].valid)[0, :, :2]  # policy agents in the world at step 0
-    assert valid[:, 1].any()
-    cond = runner.env.cond[:, :2]  # [B, 2, COND_DIM]
-    x = jnp.broadcast_to(jnp.array([0.0, -1.4]), cond.shape[:2])
-    want = 10.0 * reward_lib.lane_center(cond, jnp.zeros_like(x), x, jnp.ones(x.shape, bool), SIM.dt)
-    slack = 10.0 * np.asarray(conditions.field(cond, "alpha_l_center")) * SIM.dt * 0.1
-    assert (np.abs(extra[0, :, :2] - np.asarray(want)) <= slack)[valid].all()
-    np.testing.assert_array_equal(extra[0, :, :2][~valid], 0.0)
-    assert (extra[0, :, 1][valid[:, 1]] < 0).all()
-    np.testing.assert_allclose(twenty - base, 2.0 * extra, atol=1e-6)
-    assert float(shaping.from_config({"lane_gain": 1.0}, conditioned=False).lane_gain) == 0.0
 
 
 def test_start_noise_moves_only_fresh_policy_starts():

@@ -8,7 +8,6 @@ recompiles and they can be vmapped over:
           - collision_gain x (alpha_coll / 3 if gain_by_weight else 1) x alpha_coll x 1[collision]
           + (1 - comfort_scale) x alpha_comfort x comfort violations of the step
           - ttc_gain x (alpha_coll / 3 if gain_by_weight else 1) x dt x max(0, 1 - ttc / ttc_horizon)
-          + lane_gain x (the paper's lane-centre term after the step)
 
 Progress is measured along the agent's lane route (Scenario.route_xy) to its goal's projection on
 it: going round a roundabout pays, and driving on past the goal costs what it paid. The collision
@@ -21,10 +20,6 @@ otherwise learns to avoid by not braking (docs/decisions.md).
 ttc is the agent's time to collision with the nearest alive object ahead in its path after the step
 (`time_to_collision`): a dense cost of closing in on a slower car, which scales with speed as a
 kinematic quantity where the collision term is paid only once the cars touch.
-
-lane_gain pays the condition's own lane-centre term (alpha_l_center dt |x - bias|, reward.lane_center) that
-many times again: at the paper's weights it costs at most ~0.06 over a whole episode astride two lanes,
-too little beside progress and the goal to teach lane keeping.
 """
 
 from __future__ import annotations
@@ -38,8 +33,7 @@ from cp_jax.sim import reward as reward_lib
 from cp_jax.sim.types import Scenario, SimConfig, SimState
 
 ALPHA_COLL_MAX = float(conditions.field(conditions.COND_HIGH, "alpha_coll"))  # DESIGN's range U(0, 3)
-FIELDS = ("progress_per_m", "collision_gain", "gain_by_weight", "comfort_scale", "ttc_gain", "ttc_horizon",
-          "lane_gain")
+FIELDS = ("progress_per_m", "collision_gain", "gain_by_weight", "comfort_scale", "ttc_gain", "ttc_horizon")
 PATH_MARGIN = 0.3  # m either side of the two widths: an object this close laterally is in the agent's path
 
 
@@ -53,15 +47,13 @@ class Shaping:
     comfort_scale: jax.Array
     ttc_gain: jax.Array  # per second of a time to collision below ttc_horizon
     ttc_horizon: jax.Array  # s
-    lane_gain: jax.Array  # x the lane-centre term, added again
 
 
 def make(progress_per_m: float = 0.0, collision_gain: float = 0.0, gain_by_weight: bool = False,
-         comfort_scale: float = 1.0, ttc_gain: float = 0.0, ttc_horizon: float = 3.0,
-         lane_gain: float = 0.0) -> Shaping:
+         comfort_scale: float = 1.0, ttc_gain: float = 0.0, ttc_horizon: float = 3.0) -> Shaping:
     """Shaping from plain numbers; raises ValueError naming a negative weight (or a horizon <= 0)."""
     values = dict(progress_per_m=progress_per_m, collision_gain=collision_gain, gain_by_weight=float(gain_by_weight),
-                  comfort_scale=comfort_scale, ttc_gain=ttc_gain, ttc_horizon=ttc_horizon, lane_gain=lane_gain)
+                  comfort_scale=comfort_scale, ttc_gain=ttc_gain, ttc_horizon=ttc_horizon)
     for name, value in values.items():
         if not value >= 0.0:
             raise ValueError(f"shaping.{name} must be >= 0, got {value}")
@@ -76,14 +68,14 @@ def none() -> Shaping:
 
 def from_config(section, conditioned: bool = True) -> Shaping:
     """Shaping from a config's `shaping` section (missing fields: none). The collision gain, the comfort
-    scale, the ttc cost and the lane gain act on the condition's weights, so the non-conditioned baseline
-    (fixed reward) gets none of them."""
+    scale and the ttc cost act on the condition's weights, so the non-conditioned baseline (fixed reward)
+    gets none of them."""
     values = dict(section.to_dict() if hasattr(section, "to_dict") else section)
     unknown = set(values) - set(FIELDS)
     if unknown:
         raise ValueError(f"config.shaping: unknown field(s) {sorted(unknown)}; known: {list(FIELDS)}")
     if not conditioned:
-        values.update(collision_gain=0.0, comfort_scale=1.0, ttc_gain=0.0, lane_gain=0.0)
+        values.update(collision_gain=0.0, comfort_scale=1.0, ttc_gain=0.0)
     return make(**values)
 
 
@@ -136,11 +128,4 @@ def add(rew: jax.Array, w: Shaping, state: SimState, nxt: SimState, collided: ja
         close = jnp.maximum(1.0 - time_to_collision(nxt, scenes) / w.ttc_horizon, 0.0)
         return w.ttc_gain * by_weight * sim.dt * close
 
-    rew = rew - jax.lax.cond(w.ttc_gain > 0, ttc_cost, lambda: jnp.zeros_like(rew))
-
-    def lane_term():  # [B, A]; the lane search runs only when the gain is on
-        heading_err, lateral, _, on_lane = jax.vmap(lambda xy, yaw, sc: geometry.lane_frame(xy, yaw, sc, sim))(
-            nxt.xy, nxt.yaw, scenes)
-        return w.lane_gain * reward_lib.lane_center(state.cond, heading_err, lateral, on_lane, sim.dt)
-
-    return rew + jax.lax.cond(w.lane_gain > 0, lane_term, lambda: jnp.zeros_like(rew))
+    return rew - jax.lax.cond(w.ttc_gain > 0, ttc_cost, lambda: jnp.zeros_like(rew))

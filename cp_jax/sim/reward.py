@@ -53,11 +53,13 @@ def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, d
     v = kin.speed
     cos_th = jnp.where(kin.on_lane, jnp.cos(kin.heading_err), 1.0)
     abs_th = jnp.where(kin.on_lane, jnp.abs(kin.heading_err), 0.0)
+    x = kin.lateral - field(cond, "alpha_center_bias")
     align = (
         jnp.minimum(cos_th, 0.0)
         + field(cond, "alpha_vel_align") * jnp.minimum(cos_th * v, 0.0)
         + 0.0025 * (1.0 - abs_th / (jnp.pi / 2))
     )
+    center = (cos_th > 0.5) * jnp.abs(x) - 0.05 / jnp.exp(jnp.abs(x) - 0.5)
     on_lane = kin.on_lane.astype(jnp.float32)
     return {
         "collision": -(field(cond, "alpha_coll") + 0.1 * jnp.abs(v)) * collided,
@@ -67,19 +69,10 @@ def reward_terms(cond: jax.Array, kin: Kinematics, collided, offroad, at_goal, d
         "comfort": -field(cond, "alpha_comfort") * comfort_events(kin.accel, kin.lat_accel, kin.jerk_long,
                                                                   kin.jerk_lat),
         "lane_align": field(cond, "alpha_l_align") * dt * align * on_lane,
-        "lane_center": lane_center(cond, kin.heading_err, kin.lateral, kin.on_lane, dt),
+        "lane_center": -field(cond, "alpha_l_center") * dt * center * on_lane,
         "time": -2.5e-5 * dt * (jnp.abs(v) > 0.1),
         "reverse": -field(cond, "alpha_reverse") * dt * (v < 0.0),
     }
-
-
-def lane_center(cond: jax.Array, heading_err: jax.Array, lateral: jax.Array, on_lane: jax.Array, dt: float):
-    """The lane-centre term [A]: -a_l_center dt (1[cos th > 0.5] |x - bias| - 0.05 / exp(|x - bias| - 0.5)),
-    0 where no lane is near (on_lane False)."""
-    cos_th = jnp.where(on_lane, jnp.cos(heading_err), 1.0)
-    x = jnp.abs(lateral - field(cond, "alpha_center_bias"))
-    center = (cos_th > 0.5) * x - 0.05 / jnp.exp(x - 0.5)
-    return -field(cond, "alpha_l_center") * dt * center * on_lane.astype(jnp.float32)
 
 
 def reward(cond, kin, collided, offroad, at_goal, dt: float) -> jax.Array:
