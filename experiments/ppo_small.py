@@ -7,6 +7,8 @@ network ignores the condition input.
     python -m launch.train_anchor --config=experiments/ppo_small.py --workdir=runs/ppo_small
 """
 
+import ml_collections
+
 from experiments import anchor_small
 
 
@@ -19,4 +21,6 @@ def get_config():
     c.shaping.progress_per_m = 0.0  # the fixed reward alone (run p2); the other weights act on conditions only
     c.train.total_updates = 1800
     c.train.eval_styles = ("normal",)
+    # the shipped ppo_small predates the per-feature observation gains; its continuations keep its network
+    c.net.overrides = ml_collections.ConfigDict(dict(obs_gain=False))
     return c

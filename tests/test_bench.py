@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
@@ -89,6 +90,41 @@ def test_policies_see_the_road_view_they_were_trained_with_and_undrivable_pairs_
     m = episodes.run(episodes.builtin("expert"), "expert", {}, bank, np.zeros(3, np.int32), np.arange(3),
                      NORMAL, 0, episodes.bench_config(cfg)).metrics
     np.testing.assert_array_equal(m["offroad"], [False, True, True])  # the same rule, in episodes
+
+
+def test_goals_out_of_reach_are_the_ones_full_braking_in_the_simulator_misses(monkeypatch):
+    """A car on a straight road at 25 m/s, its goal 10, 29, 33 or 45 m ahead (normal style: within 2 m at
+    <= 20 m/s). Driven by the simulator itself at full braking from the first step, it passes the first two
+    goals too fast and reaches the last two; goal_reach (no slack) says the same, and drivable keeps all
+    four pairs and lists the first two as out of reach (none under the aggressive style's 30 m/s)."""
+    from tests.worlds import straight_road
+
+    monkeypatch.setattr(suite, "REACH_SLACK", 0.0)
+    ahead = [10.0, 29.0, 33.0, 45.0]
+    cfg = types.SimConfig(max_agents=2, max_road_segments=256, max_lanes=4, obs_road=8, log_steps=31,
+                          episode_steps=30, grid_size=8)
+    scenes = [build_scenario(straight_road([(10.0, -2.0, 0.0, 25.0)], goals=[(10.0 + d, -2.0)], length=400.0,
+                                           steps=31), cfg) for d in ahead]
+    params = types.default_params()
+    brake = int(np.argmin(np.asarray(params.accel_grid))) * len(params.steer_grid) + len(params.steer_grid) // 2
+    reached = []
+    for sc in scenes:
+        s0 = env.reset(sc, jax.random.PRNGKey(0), np.tile(NORMAL, (2, 1)), cfg, np.full((2,), types.POLICY))
+        final, _ = env.rollout(lambda p, o, s, k: np.full((2,), brake, np.int32), None, s0, sc, params, cfg, 30)
+        reached.append(int(final.goal_t[0]) < types.INF_T)
+    assert reached == [False, False, True, True]
+    reach = suite.goal_reach(np.full(4, 25.0, np.float32), np.asarray(ahead, np.float32), 20.0,
+                             conditions.EVAL_GOAL_RADIUS, params, cfg)
+    np.testing.assert_array_equal(np.asarray(reach), reached)
+    pairs = [splits_lib.Pair(f"s{i}", 0, 0.0) for i in range(4)]
+    st = suite.Suite([p.scene_id for p in pairs], env.stack_scenarios(scenes), cfg,
+                     {"random": suite.SplitPairs(pairs, np.arange(4, dtype=np.int32), np.zeros(4, np.int32))})
+    kept, excluded = suite.drivable(st, cfg)
+    assert len(kept.splits["random"].pairs) == 4
+    assert [p.scene_id for p in excluded["random"].out_of_reach] == ["s0", "s1"]
+    assert "2 goals out of reach" in excluded["random"].line("random")
+    assert excluded["random"].to_json()["out_of_reach"] == [["s0", 0], ["s1", 0]]
+    assert suite.drivable(st, cfg, goal_speed=30.0)[1]["random"].out_of_reach == []
 
 
 def test_same_seed_same_episodes_and_seeds_only_vary_policy_traffic(small):

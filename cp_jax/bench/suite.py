@@ -18,8 +18,11 @@ Before episodes run, `for_policies` gives the bank the observation the policies 
 (each cell's road list cut to their obs_road; a bank built with another road index is refused), and
 `drivable` drops the pairs no driver could complete cleanly, by the simulator's own off-road rule
 on the ego's logged boxes: its start pose is off the road, or its logged path leaves the road within
-the episode. They are reported apart (`Excluded`), with the pairs whose ego has no route (an IDM ego
-there replays its log: a cache built before routes along logged paths).
+the episode. They are reported apart (`Excluded`), with two kinds of kept pairs: those whose ego has
+no route (an IDM ego there replays its log: a cache built before routes along logged paths), and those
+whose goal is out of reach (`goal_reach`: even the hardest braking of the policies' action grid, through
+the actuator, cannot bring the ego from its start speed to the style's goal speed before it has passed
+the goal; typically a highway car whose log ends where it left the sensors' range, at speed).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.scenarios import splits as splits_lib
-from cp_jax.sim import env, types
+from cp_jax.sim import conditions, dynamics, env, types
 from cp_jax.sim.types import Scenario, SimConfig
 
 SPLITS = ("interactive", "random")
@@ -174,6 +177,7 @@ class Excluded(NamedTuple):
     pairs: int  # pairs before
     reasons: dict[str, list]  # reason -> [splits.Pair]
     no_route: list  # kept pairs whose ego has no route (an IDM ego replays its log)
+    out_of_reach: list = []  # kept pairs whose goal no policy can reach at the goal speed (`goal_reach`)
 
     def line(self, split: str) -> str:
         gone = sum(len(v) for v in self.reasons.values())
@@ -182,6 +186,9 @@ class Excluded(NamedTuple):
         text += f" ({', '.join(parts)} excluded)" if parts else ""
         if self.no_route:
             text += f"; {len(self.no_route)} egos have no route (an IDM ego replays its log: rebuild the cache)"
+        if self.out_of_reach:
+            text += (f"; {len(self.out_of_reach)} goals out of reach at the goal speed, even braking at once "
+                     "(kept; pairs.json)")
         return text
 
     def to_json(self) -> dict:
@@ -189,39 +196,74 @@ class Excluded(NamedTuple):
             return [[p.scene_id, int(p.ego)] for p in ps]
 
         return dict(pairs=self.pairs, excluded={k: ids(v) for k, v in self.reasons.items()},
-                    no_route=ids(self.no_route))
+                    no_route=ids(self.no_route), out_of_reach=ids(self.out_of_reach))
+
+
+REACH_SLACK = 1.0  # m: how much shorter than its path a car's way to the goal may be (a weave, bounded by
+# the steering's lateral-acceleration limit, shortens it by well under this over these distances)
+GOAL_SPEED = float(conditions.STYLES["normal"][types.COND_FIELDS.index("goal_speed")])
+
+
+def goal_reach(v0: jax.Array, dist: jax.Array, goal_speed, radius, params: types.SimParams,
+               cfg: SimConfig) -> jax.Array:
+    """[...] bool: can a car starting at speed v0 [...] (actuator at rest, as env.reset starts it) be
+    within radius of a goal dist [...] m away at |speed| <= goal_speed within the episode? Full braking
+    (the action grid's lowest acceleration, through the actuator's lag, on into reverse) gives at every
+    step the lowest speed and the shortest way travelled any action sequence can; if even that way is
+    past dist + radius (+ REACH_SLACK) whenever the speed is low enough, no driver of the grid can."""
+    amin = jnp.min(params.accel_grid)
+
+    def step(c, _):
+        v, a, x = c
+        a = a + params.actuator_lag * (amin - a)
+        v1 = jnp.clip(v + a * cfg.dt, -params.max_reverse, params.max_speed)
+        x1 = x + 0.5 * (v + v1) * cfg.dt
+        return (v1, dynamics.settle(a, v, v1, cfg.dt), x1), (v1, x1)
+
+    zeros = jnp.zeros_like(v0)
+    _, (v, x) = jax.lax.scan(step, (v0, zeros, zeros), None, length=cfg.episode_steps)
+    return jnp.any((v <= goal_speed) & (x <= dist + radius + REACH_SLACK), axis=0)
 
 
 @functools.partial(jax.jit, static_argnames="cfg")
-def ego_log_checks(bank: Scenario, scene: jax.Array, ego: jax.Array, cfg: SimConfig) -> dict[str, jax.Array]:
+def ego_log_checks(bank: Scenario, scene: jax.Array, ego: jax.Array, cfg: SimConfig,
+                   goal_speed=GOAL_SPEED, params: types.SimParams | None = None) -> dict[str, jax.Array]:
     """Per pair [P] bool, from the ego's logged boxes over steps 0..cfg.episode_steps (valid ones) by
     the simulator's off-road rule: start_offroad (at t = 0), log_offroad (at any later step), route
-    (the ego has a route, so an IDM ego drives it)."""
+    (the ego has a route, so an IDM ego drives it); and reach (`goal_reach` from the logged start speed
+    and the straight distance to the goal; goal_speed in m/s, params the action grid, default_params)."""
     t = cfg.episode_steps + 1
+    params = types.default_params() if params is None else params
 
     def one(s, e):
         sc = env.take_scenario(bank, s)
         valid = sc.log_valid[e, :t]
         off = env.is_offroad(sc.log_xy[e, :t], sc.log_yaw[e, :t], sc, cfg, jnp.full((t,), e)) & valid
-        return dict(start_offroad=off[0], log_offroad=jnp.any(off[1:]), route=sc.route_len[e] >= 2)
+        v0 = dynamics.log_speed(sc.log_vel[e, 0], sc.log_yaw[e, 0])
+        dist = jnp.linalg.norm(sc.goal[e] - sc.log_xy[e, 0])
+        reach = goal_reach(v0, dist, goal_speed, conditions.EVAL_GOAL_RADIUS, params, cfg)
+        return dict(start_offroad=off[0], log_offroad=jnp.any(off[1:]), route=sc.route_len[e] >= 2, reach=reach)
 
     return jax.vmap(one)(scene, ego)
 
 
-def drivable(st: Suite, cfg: SimConfig) -> tuple[Suite, dict[str, Excluded]]:
-    """st with every split cut to its drivable pairs (module docstring), and per split what was set apart."""
+def drivable(st: Suite, cfg: SimConfig, goal_speed: float = GOAL_SPEED) -> tuple[Suite, dict[str, Excluded]]:
+    """st with every split cut to its drivable pairs (module docstring), and per split what was set apart;
+    goal_speed (m/s; the benchmark passes its ego styles' highest) decides which goals are out of reach."""
     out, excluded = {}, {}
     for name, sp in st.splits.items():
         if not len(sp.pairs):
             out[name], excluded[name] = sp, Excluded(0, {k: [] for k in EXCLUSIONS}, [])
             continue
-        flags = jax.device_get(ego_log_checks(st.bank, jnp.asarray(sp.scene), jnp.asarray(sp.ego), cfg))
+        flags = jax.device_get(ego_log_checks(st.bank, jnp.asarray(sp.scene), jnp.asarray(sp.ego), cfg,
+                                              jnp.float32(goal_speed)))
         reason = np.where(flags["start_offroad"], 0, np.where(flags["log_offroad"], 1, -1))
         keep = reason < 0
         excluded[name] = Excluded(
             len(sp.pairs), {k: [p for p, r in zip(sp.pairs, reason, strict=True) if r == i]
                             for i, k in enumerate(EXCLUSIONS)},
-            [p for p, k, r in zip(sp.pairs, keep, flags["route"], strict=True) if k and not r])
+            [p for p, k, r in zip(sp.pairs, keep, flags["route"], strict=True) if k and not r],
+            [p for p, k, r in zip(sp.pairs, keep, flags["reach"], strict=True) if k and not r])
         out[name] = sp._replace(pairs=[p for p, k in zip(sp.pairs, keep, strict=True) if k],
                                 scene=sp.scene[keep], ego=sp.ego[keep])
     return st._replace(splits=out), excluded

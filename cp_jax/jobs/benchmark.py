@@ -6,7 +6,7 @@ then the summary, the tables and the figures (launch.evaluate, the main job and 
 Writes into `out`: episodes.jsonl (one line per episode: policy, split, regime, ego_style, seed,
 scene_id, ego and its metrics), summary.json / summary.csv (cp_jax.bench.report), tables.md
 (Tables I, III, IV and, with several egos, each one's paired difference from the first),
-pairs.json (per split, the pairs set apart as not drivable and the egos without a route:
+pairs.json (per split, the pairs set apart as not drivable, the egos without a route and the goals out of reach:
 `cp_jax.bench.suite.drivable`), timing.json, fig_*.png (Fig.-3-style, first two policies side by
 side), and last report.html (`cp_jax.bench.html_report`: the tables with intervals, per-regime charts,
 `curves` when given, and with two policies or more a gallery of the first two on the same pairs, grouped
@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from cp_jax.bench import episodes, figures, html_report, report, suite
-from cp_jax.sim import conditions, env
+from cp_jax.sim import conditions, env, types
 
 GALLERY = {"repaired": (False, True), "still_failing": (False, False), "broken": (True, False)}  # (a, b) clean
 GALLERY_PAIRS = 3  # pairs drawn per gallery group
@@ -52,7 +52,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
     st = bench.suite([*egos, *traffic.values()])
     cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
-    st, excluded = suite.drivable(suite.for_policies(st, cfg), cfg)
+    goal_speed = max(float(conditions.STYLES[s][types.COND_FIELDS.index("goal_speed")]) for s in ego_styles)
+    st, excluded = suite.drivable(suite.for_policies(st, cfg), cfg, goal_speed)
     for name in splits:
         sp = st.splits[name]
         print(excluded[name].line(name) + (f" ({sp.warning})" if sp.warning else ""))
