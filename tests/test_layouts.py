@@ -24,7 +24,6 @@ from cp_jax.sim.types import CROSSWALK, ROAD_LINE, ROAD_TYPES, STOP_SIGN
 SEEDS = range(5)
 CASES = [(kind, seed) for kind in ALL_KINDS for seed in SEEDS]
 CROSSING_KINDS = ("four_way", "t_junction", "merge", "roundabout", "left_turn")
-HIGHWAYS = ("highway", "fast_highway")  # the same road, at two speed ranges
 
 
 @functools.cache
@@ -91,7 +90,7 @@ def test_kinds_and_unknown_kind():
         "four_way", "t_junction", "merge", "roundabout", "multi_lane", "left_turn",
         "narrow_passage",
     }
-    assert EXTRA_KINDS == HIGHWAYS and ALL_KINDS == LAYOUT_KINDS + EXTRA_KINDS  # opt-in, not in the cycle
+    assert EXTRA_KINDS == ("highway",) and ALL_KINDS == LAYOUT_KINDS + EXTRA_KINDS  # opt-in, not in the cycle
     with pytest.raises(ValueError):
         make_layout("spaghetti_junction", np.random.default_rng(0))
 
@@ -113,7 +112,7 @@ def test_structure_and_sizes(kind, seed):
     for t, _ in lay.others:
         assert 0 <= t < len(ROAD_TYPES)
     xmin, ymin, xmax, ymax = layout_extent(lay)
-    reach = 900 if kind in HIGHWAYS else 250  # a highway runs 450-600 m, up to ~820 m with long curves
+    reach = 900 if kind == "highway" else 250  # a highway runs 450-600 m, up to ~820 m with long curves
     assert 0 < xmax - xmin <= reach and 0 < ymax - ymin <= reach
     assert len(lay.routes) == len(lay.route_priority) >= 2
     assert set(lay.route_priority) <= {0, 1}
@@ -136,7 +135,7 @@ def test_segment_lengths(kind, seed):
         turn_at = np.concatenate([[0.0], turn, [0.0]])  # per vertex, 0 at the two ends
         curved = (turn_at[:-1] > 0.5) & (turn_at[1:] > 0.5)
         sagitta = seg_len * np.radians(np.maximum(turn_at[:-1], turn_at[1:])) / 8.0
-        wide = sagitta[curved] <= 0.015 if kind in HIGHWAYS else False  # only a highway's curves are wide
+        wide = sagitta[curved] <= 0.015 if kind == "highway" else False  # only a highway's curves are wide
         assert np.all((seg_len[curved] <= 2.0 + 1e-6) | wide)
 
 

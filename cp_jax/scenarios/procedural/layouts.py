@@ -30,7 +30,7 @@ LAYOUT_KINDS = (
 )
 # Kinds outside the default cycle (procedural banks and seeded choices use LAYOUT_KINDS, so the scenes
 # of every existing seed stay what they were); a config opts in with scenes.kinds.
-EXTRA_KINDS = ("highway", "fast_highway")
+EXTRA_KINDS = ("highway",)
 ALL_KINDS = LAYOUT_KINDS + EXTRA_KINDS
 
 LANE_STEP = 5.0  # m between points of straight lanes
@@ -750,13 +750,6 @@ def _highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
     b.log_route_length = polyline_length(centre)
 
 
-def _fast_highway(b: _Builder, rng: np.random.Generator, w: float) -> None:
-    """_highway's road at freeway speeds: desired 22-32 m/s, right-of-way starts at 20-30 m/s (real WOMD
-    highway egos start at up to ~29 m/s, beyond _highway's 22)."""
-    _highway(b, rng, w)
-    b.desired_speed, b.start_speed = (22.0, 32.0), (20.0, 30.0)
-
-
 def _smooth_bump(x: np.ndarray, a: float, b: float, ramp: float) -> np.ndarray:
     """[n] weight in [0, 1]: 0 up to a - ramp, a cosine rise to 1 at a, 1 on [a, b], back down
     to 0 at b + ramp. Its slope is zero where the ramps start and end (no kink in the lane)."""
@@ -833,7 +826,6 @@ _GENERATORS = MappingProxyType({
     "left_turn": _left_turn,
     "narrow_passage": _narrow_passage,
     "highway": _highway,
-    "fast_highway": _fast_highway,
 })
 
 
