@@ -21,8 +21,9 @@ on the ego's logged boxes: its start pose is off the road, or its logged path le
 the episode. They are reported apart (`Excluded`), with two kinds of kept pairs: those whose ego has
 no route (an IDM ego there replays its log: a cache built before routes along logged paths), and those
 whose goal is out of reach (`goal_reach`: even the hardest braking of the policies' action grid, through
-the actuator, cannot bring the ego from its start speed to the style's goal speed before it has passed
-the goal; typically a highway car whose log ends where it left the sensors' range, at speed).
+the actuator, cannot bring the ego from its start speed to the goal speed (the highest of the run's ego
+styles) before it has passed the goal; typically a highway car whose log ends where it left the sensors'
+range, at speed).
 """
 
 from __future__ import annotations
@@ -199,30 +200,33 @@ class Excluded(NamedTuple):
                     no_route=ids(self.no_route), out_of_reach=ids(self.out_of_reach))
 
 
-REACH_SLACK = 1.0  # m: how much shorter than its path a car's way to the goal may be (a weave, bounded by
-# the steering's lateral-acceleration limit, shortens it by well under this over these distances)
 GOAL_SPEED = float(conditions.STYLES["normal"][types.COND_FIELDS.index("goal_speed")])
 
 
 def goal_reach(v0: jax.Array, dist: jax.Array, goal_speed, radius, params: types.SimParams,
                cfg: SimConfig) -> jax.Array:
     """[...] bool: can a car starting at speed v0 [...] (actuator at rest, as env.reset starts it) be
-    within radius of a goal dist [...] m away at |speed| <= goal_speed within the episode? Full braking
-    (the action grid's lowest acceleration, through the actuator's lag, on into reverse) gives at every
-    step the lowest speed and the shortest way travelled any action sequence can; if even that way is
-    past dist + radius (+ REACH_SLACK) whenever the speed is low enough, no driver of the grid can."""
+    within radius of a goal dist [...] m away (straight line) at |speed| <= goal_speed within the episode?
+    Full braking (the action grid's lowest acceleration, through the actuator's lag, on into reverse)
+    gives at every step the lowest speed and the shortest way forward any action sequence can; the
+    heading turns at most params.max_lat_accel / v per second, so the car's progress along its starting
+    heading is at least sum v cos(that bound) dt while it moves forward (v dt when reversing), and its
+    distance from the start at least that. If that is past dist + radius whenever the speed is low enough,
+    no driver of the grid can reach the goal in time (a lower bound: some goals it keeps are out of reach)."""
     amin = jnp.min(params.accel_grid)
 
     def step(c, _):
-        v, a, x = c
+        v, a, turn, ahead = c
         a = a + params.actuator_lag * (amin - a)
         v1 = jnp.clip(v + a * cfg.dt, -params.max_reverse, params.max_speed)
-        x1 = x + 0.5 * (v + v1) * cfg.dt
-        return (v1, dynamics.settle(a, v, v1, cfg.dt), x1), (v1, x1)
+        vm = 0.5 * (v + v1)
+        turn = jnp.minimum(turn + params.max_lat_accel / jnp.maximum(jnp.abs(vm), 1e-3) * cfg.dt, jnp.pi)
+        ahead = ahead + jnp.where(vm > 0, vm * jnp.cos(turn), vm) * cfg.dt
+        return (v1, dynamics.settle(a, v, v1, cfg.dt), turn, ahead), (v1, ahead)
 
     zeros = jnp.zeros_like(v0)
-    _, (v, x) = jax.lax.scan(step, (v0, zeros, zeros), None, length=cfg.episode_steps)
-    return jnp.any((v <= goal_speed) & (x <= dist + radius + REACH_SLACK), axis=0)
+    _, (v, ahead) = jax.lax.scan(step, (v0, zeros, zeros, zeros), None, length=cfg.episode_steps)
+    return jnp.any((v <= goal_speed) & (ahead <= dist + radius), axis=0)
 
 
 @functools.partial(jax.jit, static_argnames="cfg")

@@ -52,7 +52,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
     st = bench.suite([*egos, *traffic.values()])
     cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
-    goal_speed = max(float(conditions.STYLES[s][types.COND_FIELDS.index("goal_speed")]) for s in ego_styles)
+    goal_speed = max((float(conditions.STYLES[s][types.COND_FIELDS.index("goal_speed")]) for s in ego_styles),
+                     default=suite.GOAL_SPEED)
     st, excluded = suite.drivable(suite.for_policies(st, cfg), cfg, goal_speed)
     for name in splits:
         sp = st.splits[name]
