@@ -178,7 +178,7 @@ class Excluded(NamedTuple):
     pairs: int  # pairs before
     reasons: dict[str, list]  # reason -> [splits.Pair]
     no_route: list  # kept pairs whose ego has no route (an IDM ego replays its log)
-    out_of_reach: list = []  # kept pairs whose goal no policy can reach at the goal speed (`goal_reach`)
+    out_of_reach: list | tuple = ()  # kept pairs whose goal no policy can reach at the goal speed (`goal_reach`)
 
     def line(self, split: str) -> str:
         gone = sum(len(v) for v in self.reasons.values())
@@ -200,7 +200,7 @@ class Excluded(NamedTuple):
                     no_route=ids(self.no_route), out_of_reach=ids(self.out_of_reach))
 
 
-GOAL_SPEED = float(conditions.STYLES["normal"][types.COND_FIELDS.index("goal_speed")])
+GOAL_SPEED = float(conditions.field(conditions.STYLES["normal"], "goal_speed"))
 
 
 def goal_reach(v0: jax.Array, dist: jax.Array, goal_speed, radius, params: types.SimParams,
@@ -231,13 +231,13 @@ def goal_reach(v0: jax.Array, dist: jax.Array, goal_speed, radius, params: types
 
 @functools.partial(jax.jit, static_argnames="cfg")
 def ego_log_checks(bank: Scenario, scene: jax.Array, ego: jax.Array, cfg: SimConfig,
-                   goal_speed=GOAL_SPEED, params: types.SimParams | None = None) -> dict[str, jax.Array]:
+                   goal_speed=GOAL_SPEED) -> dict[str, jax.Array]:
     """Per pair [P] bool, from the ego's logged boxes over steps 0..cfg.episode_steps (valid ones) by
     the simulator's off-road rule: start_offroad (at t = 0), log_offroad (at any later step), route
     (the ego has a route, so an IDM ego drives it); and reach (`goal_reach` from the logged start speed
-    and the straight distance to the goal; goal_speed in m/s, params the action grid, default_params)."""
+    and the straight distance to the goal; goal_speed in m/s; the default action grid)."""
     t = cfg.episode_steps + 1
-    params = types.default_params() if params is None else params
+    params = types.default_params()
 
     def one(s, e):
         sc = env.take_scenario(bank, s)

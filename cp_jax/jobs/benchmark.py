@@ -26,7 +26,7 @@ import numpy as np
 from tqdm import tqdm
 
 from cp_jax.bench import episodes, figures, html_report, report, suite
-from cp_jax.sim import conditions, env, types
+from cp_jax.sim import conditions, env
 
 GALLERY = {"repaired": (False, True), "still_failing": (False, False), "broken": (True, False)}  # (a, b) clean
 GALLERY_PAIRS = 3  # pairs drawn per gallery group
@@ -52,7 +52,7 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     regimes, splits, ego_styles, seeds = bench.regime_list, list(bench.splits), list(bench.ego_styles), bench.seeds
     st = bench.suite([*egos, *traffic.values()])
     cfg = episodes.bench_config(st.cfg, *egos, *traffic.values())
-    goal_speed = max((float(conditions.STYLES[s][types.COND_FIELDS.index("goal_speed")]) for s in ego_styles),
+    goal_speed = max((float(conditions.field(conditions.STYLES[s], "goal_speed")) for s in ego_styles),
                      default=suite.GOAL_SPEED)
     st, excluded = suite.drivable(suite.for_policies(st, cfg), cfg, goal_speed)
     for name in splits:
