@@ -34,6 +34,12 @@ def get_config() -> ml_collections.ConfigDict:
         #     --max_road_segments=2048 --max_lanes=64 --out=DIR   (scenes truncated around the SDC by
         #     builder.fit_to_config; --files=0:10 keeps files 10: for held-out splits, launch.make_splits)
         real="",
+        # optional: stream the training scenes from a large cache instead (scenes.train at a time, a new bank
+        # every refresh_every updates; kinds and real do not apply): python -m launch.build_scenes
+        #     --format=procedural --procedural_scenes=20000 --kinds=ALL --max_agents=16 --max_road_segments=2048
+        #     --max_lanes=64 --workers=2 --shards=40 --out=DIR
+        stream="",
+        refresh_every=40,
     ))
     c.sim = section(SimConfig, max_agents=16, obs_road=64, enable_idm=False)
     c.net = ml_collections.ConfigDict(dict(preset="small", overrides=ml_collections.ConfigDict()))

@@ -5,6 +5,13 @@
     python -m launch.build_scenes --src=... --out=DIR --max_segment=2.5 --max_road_segments=8192 \
         --cell_edges=64 --cell_lanes=48   # roads cut into <= 2.5 m segments, as procedural roads are
 
+Large sets convert in parallel: --workers processes share --shards shards (contiguous runs of the files,
+or of the procedural seeds), each written as its own cache under OUT/shards/ and read back as one cache.
+A killed build started again with the same flags keeps its finished shards and redoes the rest:
+
+    python -m launch.build_scenes --format=procedural --procedural_scenes=20000 --kinds=ALL --max_agents=16 \
+        --max_road_segments=2048 --max_lanes=64 --workers=2 --shards=40 --out=DIR   # a training stream's cache
+
 --max_segment sets how long a road segment may be (10 m by default). A policy sees the nearest
 obs_road segments, so shorter segments show it a nearer, finer road; they need more segment slots,
 and more candidates per grid cell (--cell_edges, --cell_lanes) so that the off-road test and the lane
@@ -35,6 +42,12 @@ flags.DEFINE_integer("log_steps", 91, "log steps every scene must have (shorter 
 flags.DEFINE_float("max_segment", None, "longest road segment in m (default: the readers' 10 m)")
 flags.DEFINE_integer("cell_edges", None, "road-edge candidates per grid cell (default: SimConfig's)")
 flags.DEFINE_integer("cell_lanes", None, "lane candidates per grid cell (default: SimConfig's)")
+flags.DEFINE_integer("seed", 0, "--format=procedural: scene i is drawn from seed + i")
+flags.DEFINE_integer("agents", 12, "--format=procedural: agents placed per scene")
+flags.DEFINE_string("kinds", "", "--format=procedural: layout kinds cycled over the scenes, comma-separated "
+                    "('' = the seven default kinds, ALL = every kind incl. highway)")
+flags.DEFINE_integer("workers", 1, "processes converting shards at once")
+flags.DEFINE_integer("shards", 0, "shards the input is cut into (0: one per worker; > 1 writes OUT/shards/)")
 flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 0:10; '' = all)")
 FLAGS = flags.FLAGS
 
@@ -48,15 +61,28 @@ def main(_):
         cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments,
                               max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps, episode_steps=FLAGS.log_steps - 1,
                               **cells)
-        scenes = convert.sources(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files, FLAGS.max_segment)
-        options = convert.reading_options(FLAGS.format, FLAGS.max_segment)
+        kinds = tuple(k for k in FLAGS.kinds.split(",") if k)
+        if kinds == ("ALL",):
+            from cp_jax.scenarios.procedural import layouts
+
+            kinds = layouts.ALL_KINDS
+        spec = convert.Spec(FLAGS.format, FLAGS.src, FLAGS.procedural_scenes, FLAGS.files, FLAGS.max_segment,
+                            convert.Procedural(FLAGS.seed, FLAGS.agents, kinds, cfg.max_agents, cfg.max_road_segments))
+        shards = FLAGS.shards or FLAGS.workers
+        log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
         # (on stderr: TFDS's own output is silenced on stdout while the scenes stream into the cache)
-        summary = convert.convert(FLAGS.out, cfg, scenes, options, log=lambda line: print(line, file=sys.stderr))
+        if shards > 1:
+            summary = convert.convert_parallel(FLAGS.out, cfg, spec, shards, FLAGS.workers, log=log)
+        else:
+            summary = convert.convert(FLAGS.out, cfg, spec.sources(),
+                                      convert.reading_options(FLAGS.format, FLAGS.max_segment), log=log)
     except ValueError as e:
         raise app.UsageError(str(e)) from None
+    rate = (f"{summary['scenes_per_s']:.1f} scenes/s ({summary['workers']} workers)" if "workers" in summary
+            else f"{summary['scenes_per_s']:.1f} scenes/s")
     print(f"{summary['converted']} scenes converted, {summary['skipped']} skipped, "
           f"{summary['truncated_objects']} objects and {summary['truncated_segments']} road segments truncated, "
-          f"{summary['scenes_per_s']:.1f} scenes/s -> {FLAGS.out} (report.json)")
+          f"{rate} -> {FLAGS.out} (report.json)")
     if not summary["converted"]:
         sys.exit(f"build_scenes: no scene converted ({summary['skipped']} skipped): the reasons are in "
                  f"{os.path.join(FLAGS.out, 'report.json')}")

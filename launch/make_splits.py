@@ -30,10 +30,8 @@ def main(_):
     from cp_jax.jobs import make_splits
 
     with cli.checking():
-        raws, ids, skipped = make_splits.read_scenes(FLAGS.format, FLAGS.src, FLAGS.files, FLAGS.procedural_scenes)
-    for name, err in skipped:
-        print(f"skipped {name}: {err}")
-    print(make_splits.write_splits(FLAGS.out, raws, ids, FLAGS.n, FLAGS.seed, skipped))
+        scenes = make_splits.read_scenes(FLAGS.format, FLAGS.src, FLAGS.files, FLAGS.procedural_scenes)
+    print(make_splits.write_splits(FLAGS.out, scenes, FLAGS.n, FLAGS.seed))
 
 
 if __name__ == "__main__":

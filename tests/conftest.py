@@ -40,6 +40,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
 
 # Measured per-module times, longest first (docs/measurements/tests.md); the rest keep collection order.
 LONGEST_FIRST = ("test_train.py", "test_ppo.py", "test_bench.py", "test_parallel.py", "test_post_train.py",
+                 "test_stream.py",
                  "test_counterplay.py", "test_env.py", "test_bc.py", "test_policy.py", "test_readers.py",
                  "test_procedural.py")
 

@@ -120,21 +120,28 @@ def procedural_suite(
 
 
 def cached_suite(cache_dir: str, manifests: str, split_names=SPLITS) -> Suite:
-    """A converted scene cache and the manifests `manifests/<split>.csv`."""
+    """A converted scene cache and the manifests `manifests/<split>.csv`. Only the scenes the manifests name
+    are read: memory grows with the splits, not with the cache."""
     from cp_jax.scenarios import cache  # tensorflow-datasets only when a cache is read
 
     sc = cache.ScenarioCache(cache_dir)
-    names, bank = sc.load_bank()
-    cfg = sc.cfg
-    out = {}
+    manifests_read = {}
     for split in split_names:
         path = os.path.join(manifests, f"{split}.csv")
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: missing (write it with launch.make_splits)")
-        sp = _index(splits_lib.read_manifest(path), names, path)
+        manifests_read[split] = (path, splits_lib.read_manifest(path))
+    all_names = sc.names()
+    named = {p.scene_id for _, pairs in manifests_read.values() for p in pairs}
+    if not named:
+        raise ValueError(f"{manifests}: the manifests {list(split_names)} name no pairs")
+    names, bank = sc.load_bank([i for i, n in enumerate(all_names) if n in named])
+    out = {}
+    for split, (path, pairs) in manifests_read.items():
+        sp = _index(pairs, names, path)
         _check_egos(bank, sp, path)
         out[split] = sp
-    return Suite(names, bank, cfg, out)
+    return Suite(names, bank, sc.cfg, out)
 
 
 def _check_egos(bank: Scenario, sp: SplitPairs, path: str) -> None:

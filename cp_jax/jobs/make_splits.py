@@ -1,8 +1,11 @@
 """The split job behind `launch.make_splits`: score every eligible (scene, ego) pair and write the
 Interactive and Random split manifests.
 
-    raws, ids, skipped = read_scenes("gpudrive_json", src, files=..., procedural_scenes=...)
-    line = write_splits(out, raws, ids, n=1000, seed=0)
+    scenes = read_scenes("gpudrive_json", src, files=..., procedural_scenes=...)  # read one at a time
+    line = write_splits(out, scenes, n=1000, seed=0)
+
+Scenes are read, scored and dropped one at a time: memory holds one scene and the pairs' scores, so
+splits are mined over any number of scenes.
 
 gpudrive_json: every *.json of src (sorted; files='START:STOP' keeps a slice of them), scene_id = the
 file stem; a file that fails to read is skipped and listed with its error. procedural: that many
@@ -23,42 +26,53 @@ FORMATS = ("gpudrive_json", "procedural")
 
 
 def read_scenes(fmt: str, src: str | None = None, files: str = "", procedural_scenes: int = 50):
-    """(raws, scene ids, skipped [(name, error)]); raises ValueError for a bad folder or selection."""
+    """An iterator of (scene id, RawScene, "") per scene read or (name, None, error) per scene skipped,
+    reading one scene at a time; a bad folder or selection raises ValueError here, before any is read."""
     if fmt == "gpudrive_json":
-        from cp_jax.scenarios.readers import gpudrive_json
         from cp_jax.scenarios.readers.files import scene_files
 
-        raws, ids, skipped = [], [], []
-        for path in scene_files(src, "*.json", files):
-            try:
-                raw, _ = gpudrive_json.read(path)
-            except Exception as e:  # any bad file is reported and skipped
-                skipped.append((path, f"{type(e).__name__}: {e}"))
-                continue
-            raws.append(raw)
-            ids.append(os.path.splitext(os.path.basename(path))[0])
-        return raws, ids, skipped
+        return _files(scene_files(src, "*.json", files))
     if fmt != "procedural":
         raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
+    return _procedural(procedural_scenes)
+
+
+def _files(paths):
+    from cp_jax.scenarios.readers import gpudrive_json
+
+    for path in paths:
+        try:
+            raw, _ = gpudrive_json.read(path)
+        except Exception as e:  # any bad file is reported and skipped
+            yield path, None, f"{type(e).__name__}: {e}"
+            continue
+        yield os.path.splitext(os.path.basename(path))[0], raw, ""
+
+
+def _procedural(n: int):
     from cp_jax.scenarios.procedural import generator, layouts
 
-    raws, ids, skipped = [], [], []
-    for seed in range(procedural_scenes):
+    for seed in range(n):
         kind = layouts.LAYOUT_KINDS[seed % len(layouts.LAYOUT_KINDS)]
         try:
             raw = generator.generate(seed, kind)
         except Exception as e:  # a failed scene is reported and skipped
-            skipped.append((f"{kind}_{seed}", f"{type(e).__name__}: {e}"))
+            yield f"{kind}_{seed}", None, f"{type(e).__name__}: {e}"
             continue
-        raws.append(raw)
-        ids.append(raw.name)
-    return raws, ids, skipped
+        yield raw.name, raw, ""
 
 
-def write_splits(out: str, raws, ids, n: int, seed: int, skipped=()) -> str:
-    """Score the pairs, write the three manifests into out and return the one-line summary (warnings of
-    short splits are printed)."""
-    pairs = splits.score_scenes(raws, ids)
+def write_splits(out: str, scenes, n: int, seed: int) -> str:
+    """Score the pairs of every scene of `scenes` (read_scenes' iterator; each skipped one printed), write the
+    three manifests into out and return the one-line summary (warnings of short splits are printed)."""
+    pairs, read, skipped = [], 0, 0
+    for scene_id, raw, error in scenes:
+        if raw is None:
+            print(f"skipped {scene_id}: {error}")
+            skipped += 1
+            continue
+        pairs += splits.score_scenes([raw], [scene_id])
+        read += 1
     interactive = splits.interactive_split(pairs, n)
     rand = splits.random_split(pairs, n, seed)
     for split in (interactive, rand):
@@ -72,7 +86,7 @@ def write_splits(out: str, raws, ids, n: int, seed: int, skipped=()) -> str:
     def mean(ps):
         return float(np.mean([p.score for p in ps])) if ps else float("nan")
 
-    return (f"scenes read {len(raws)}, skipped {len(skipped)}; eligible pairs {len(pairs)}; "
+    return (f"scenes read {read}, skipped {skipped}; eligible pairs {len(pairs)}; "
             f"interactive {len(interactive)} mean score {mean(interactive):.4f}; "
             f"random {len(rand)} mean score {mean(rand):.4f} (seed {seed}); "
             f"all mean score {mean(pairs):.4f}; wrote {out}")

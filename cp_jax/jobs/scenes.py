@@ -3,6 +3,11 @@ real-scene cache, whole or in groups of scenes per device.
 
     train_bank, held_out_bank, names = load(config.scenes, sim)              # every scene, on the device
     train_bank, held_out_bank, names = load(config.scenes, sim, groups=[0, 1], num_groups=4)  # host, grouped
+    stream, held_out_bank = streamed(config.scenes, sim, mesh, num_groups, seed)  # config.scenes.stream set
+
+With `scenes.stream` (a cache folder, e.g. built by `launch.build_scenes --workers`) the training bank is
+not fixed: `scenes.train` scenes at a time are read from the cache (scenarios/stream.py) and a new bank
+replaces the old every `scenes.refresh_every` updates, so host and device memory are bounded by the bank.
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ from cp_jax.scenarios.procedural import layouts
 from cp_jax.sim import types
 
 
-def check(sc) -> None:
-    """Validate a config's `scenes` section; raises ValueError naming the field."""
+def check(sc, streams: bool = False) -> None:
+    """Validate a config's `scenes` section (streams: whether the job can stream, `streamed`); raises
+    ValueError naming the field."""
     if sc.train < 1 or sc.eval < 0:
         raise ValueError("config.scenes.train must be >= 1 and config.scenes.eval >= 0")
     if sc.eval and abs(sc.eval_seed - sc.train_seed) < sc.train:
@@ -29,6 +35,19 @@ def check(sc) -> None:
     layouts.check_kinds(sc.get("kinds", ()), "config.scenes.kinds")
     if sc.get("real", "") and not os.path.exists(os.path.join(sc.real, "sim_config.json")):
         raise ValueError(f"config.scenes.real={sc.real!r}: not a scenario cache (no sim_config.json)")
+    if sc.get("stream", ""):
+        if not streams:
+            raise ValueError("config.scenes.stream: this job reads one fixed training bank (launch.train_anchor "
+                             "streams); leave it empty")
+        if not os.path.exists(os.path.join(sc.stream, "sim_config.json")):
+            raise ValueError(f"config.scenes.stream={sc.stream!r}: not a scenario cache (no sim_config.json)")
+        if sc.get("refresh_every", 0) < 1:
+            raise ValueError("config.scenes.refresh_every must be >= 1 (updates between banks) with "
+                             "config.scenes.stream")
+        for field in ("real", "kinds"):
+            if sc.get(field):
+                raise ValueError(f"config.scenes.{field} applies to the procedural training bank; with "
+                                 "config.scenes.stream the cache holds every training scene (build it with them)")
 
 
 def check_groups(num_groups: int, mesh, train_scenes: int, field: str) -> None:
@@ -102,5 +121,26 @@ def placed(sc, sim: types.SimConfig, mesh, num_groups: int, field: str):
                                   field)
     logging.info("%d training scenes%s, %s held-out", len(names),
                  f" (this process's of {num_groups} groups)" if grouped else "", sc.eval)
-    bank = parallel.shard_groups(bank, mesh, num_groups) if grouped else parallel.replicate(bank, mesh)
-    return bank, eval_bank, names
+    return place(bank, mesh, num_groups), eval_bank, names
+
+
+def place(bank, mesh, num_groups: int):
+    """A host bank on the mesh: replicated, or with num_groups > 1 this process's groups [len(local), ...]
+    split over their devices (`parallel.shard_groups`)."""
+    return parallel.shard_groups(bank, mesh, num_groups) if num_groups > 1 else parallel.replicate(bank, mesh)
+
+
+def streamed(sc, sim: types.SimConfig, mesh, num_groups: int, seed: int):
+    """(BankStream of sc.train scenes per bank from the cache sc.stream, seeded by seed, reading only this
+    process's scene groups; held-out bank or None) for a run on mesh."""
+    from cp_jax.scenarios import stream as stream_lib  # grain and tensorflow-datasets: only when streaming
+
+    groups = parallel.local_groups(num_groups, mesh) if num_groups > 1 else [0]
+    stream = stream_lib.BankStream(sc.stream, sc.train, seed, sim, groups, num_groups)
+    eval_bank = None
+    if sc.eval:
+        _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
+    logging.info("streaming banks of %d scenes from %s (%d scenes), a new bank every %d updates%s; %s held-out",
+                 sc.train, sc.stream, len(stream), sc.refresh_every,
+                 f" (this process's of {num_groups} groups)" if num_groups > 1 else "", sc.eval)
+    return stream, eval_bank

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
+from flax import struct
 
 from cp_jax import parallel
 from cp_jax.io import run_info
@@ -51,14 +52,27 @@ def resolve(config) -> Setup:
     config_lib.positive(config.train, ("log_every", "ckpt_every", "keep", "total_updates"), "train")
     mesh = parallel.config_mesh(config.train.get("devices", 0))
     parallel.check_divisible(ppo_cfg.num_envs, mesh, "config.ppo.num_envs")
-    scenes_lib.check(config.scenes)
+    scenes_lib.check(config.scenes, streams=True)
     scenes_lib.check_groups(ppo_cfg.bank_groups, mesh, config.scenes.train, "config.ppo.bank_groups")
     if ppo_cfg.bc_coef > 0.0:  # human-regularised (HR-PPO / SPICED-style) training: logged actions of the train bank
-        if ppo_cfg.bank_groups > 1:
-            raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 (the logged batch is drawn "
-                             "from the whole training bank)")
+        if ppo_cfg.bank_groups > 1 or config.scenes.get("stream", ""):
+            raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 and no config.scenes.stream "
+                             "(the logged batch is drawn from one fixed training bank)")
         spiced.check_config(config.get("human"))
     return Setup(sim, ppo_cfg, net, shape, mesh)
+
+
+@struct.dataclass
+class Streaming:
+    """A streaming run's checkpointed state (config.scenes.stream): the PPO runner and the bank stream's
+    iterator state (grain's next_index: the bank after the one in use)."""
+
+    runner: ppo.Runner
+    next_bank: np.ndarray  # [] int32
+
+    @property
+    def params(self):
+        return self.runner.params
 
 
 def evaluate_styles(net, params, bank, styles, sim, seed: int) -> dict[str, dict[str, float]]:
@@ -74,7 +88,13 @@ def train(config, workdir: str) -> dict[str, Any]:
     setup = resolve(config)
     run = Run(workdir, config, keep=config.train.keep, eval_key="update")
     mesh, groups = setup.mesh, setup.ppo.bank_groups
-    train_bank, eval_bank, _ = scenes_lib.placed(config.scenes, setup.sim, mesh, groups, "config.ppo.bank_groups")
+    stream = None
+    if config.scenes.get("stream", ""):
+        stream, eval_bank = scenes_lib.streamed(config.scenes, setup.sim, mesh, groups, config.seed)
+        banks = stream.iterator()
+        train_bank = scenes_lib.place(next(banks)[1], mesh, groups)
+    else:
+        train_bank, eval_bank, _ = scenes_lib.placed(config.scenes, setup.sim, mesh, groups, "config.ppo.bank_groups")
 
     net = networks.ActorCritic(setup.net)
     params = types.default_params()
@@ -88,7 +108,12 @@ def train(config, workdir: str) -> dict[str, Any]:
         ancestors = run_info.lineage(config.init_from)  # eval.json records the whole lineage's transitions
     runner = ppo.start(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank, mesh,
                        params=start_params)
-    runner, done = run.restore(runner)
+    state = runner if stream is None else Streaming(runner, np.asarray(1, np.int32))
+    state, done = run.restore(state)
+    if stream is not None and int(state.next_bank) != 1:  # resumed: the bank the run was on
+        banks = stream.iterator(start=int(state.next_bank) - 1)
+        train_bank = scenes_lib.place(next(banks)[1], mesh, groups)
+    runner = state if stream is None else state.runner
     shape_w = parallel.replicate(setup.shaping, mesh)
 
     if setup.ppo.bc_coef > 0.0:  # + bc_coef x NLL of the bank's logged (tracked) actions, normal style
@@ -100,7 +125,8 @@ def train(config, workdir: str) -> dict[str, Any]:
     bar = Progress(total, "training", initial=done, disable=not config.train.progress, unit="updates")
     log = dict(t=time.perf_counter(), steps=float(runner.agent_steps), pending=[])
 
-    def after(done: int, runner, stats, last: bool) -> None:
+    def after(done: int, state, stats, last: bool) -> None:
+        runner = state if stream is None else state.runner
         log["pending"].append(stats)
         if done % config.train.log_every == 0 or last:
             now, steps = time.perf_counter(), float(runner.agent_steps)
@@ -114,8 +140,22 @@ def train(config, workdir: str) -> dict[str, Any]:
             res = evaluate_styles(net, parallel.local(runner.params), eval_bank, ("normal",), setup.sim, config.seed)
             run.append_eval(done, dict(agent_steps=float(runner.agent_steps), styles=res))
 
-    runner, _ = run.iterate(runner, lambda r: update(r, train_bank, shape_w), done, lambda _, d: d < total, after,
-                            config.train.ckpt_every)
+    if stream is None:
+        runner, _ = run.iterate(state, lambda r: update(r, train_bank, shape_w), done, lambda _, d: d < total, after,
+                                config.train.ckpt_every)
+    else:  # every refresh_every updates the next bank of the stream, every env on a scene of it
+        redraw, now = ppo.make_redraw(net, setup.ppo, setup.sim, mesh=mesh), dict(done=done, bank=train_bank)
+
+        def step(state: Streaming):
+            if now["done"] and now["done"] % config.scenes.refresh_every == 0:
+                now["bank"] = scenes_lib.place(next(banks)[1], mesh, groups)
+                state = Streaming(redraw(state.runner, now["bank"]), np.asarray(state.next_bank + 1, np.int32))
+            runner, stats = update(state.runner, now["bank"], shape_w)
+            now["done"] += 1
+            return state.replace(runner=runner), stats
+
+        state, _ = run.iterate(state, step, done, lambda _, d: d < total, after, config.train.ckpt_every)
+        runner = state.runner
     bar.close()
 
     final = {}

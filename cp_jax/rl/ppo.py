@@ -12,6 +12,7 @@ policy. Each of the B parallel envs holds one scene of the bank for `rollouts_pe
     runner = init(net, ppo_cfg, sim_cfg, key, bank)
     update = make_update(net, ppo_cfg, sim_cfg, params)   # jitted; bank is an argument
     runner, metrics = update(runner, bank, shape_w)        # shape_w: rl/shaping.py (None: no shaping)
+    runner = make_redraw(net, ppo_cfg, sim_cfg)(runner, new_bank)  # a streamed run's next bank
 
 Terminated (removed on goal / collision / off-road) and truncated (time limit) are separate:
 terminated cuts the bootstrap, truncated bootstraps from V of the final observation (computed on
@@ -306,6 +307,25 @@ def start(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, key: jax.Ar
         params = parallel.replicate(params, mesh) if grouped else params
         runner = runner.replace(params=params, opt_state=make_optimizer(cfg).init(params))
     return runner if grouped else shard_runner(runner, mesh)
+
+
+def make_redraw(net: networks.ActorCritic, cfg: PPOConfig, sim: SimConfig, mesh=None):
+    """The jitted `redraw(runner, bank) -> runner`: every env draws a scene of a new bank (same shape as
+    the old) and starts a fresh episode, as at a scene switch (running episodes are dropped; the last
+    update already bootstrapped them); the key advances. For runs whose bank is refreshed from a stream."""
+
+    @jax.jit
+    def redraw(runner: Runner, bank: Scenario) -> Runner:
+        key, k_scene = jax.random.split(runner.key)
+        state, idx = reset_envs(k_scene, bank, cfg, sim)
+        runner = runner.replace(env=state, scene_idx=idx, key=key, ep_return=jnp.zeros_like(runner.ep_return),
+                                carry=networks.initial_carry(net.cfg, (cfg.num_envs, sim.max_agents)))
+        if mesh is not None:
+            runner = _place(runner, lambda x: parallel.constrain(x, mesh),
+                            lambda x: parallel.constrain_replicated(x, mesh))
+        return runner
+
+    return redraw
 
 
 def shard_runner(runner: Runner, mesh) -> Runner:

@@ -107,6 +107,8 @@ def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tu
     tfds.display_progress_bar(False)
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
+    source = builder.as_data_source(split="train")  # the scene ids in record order (TFDS orders by key)
+    _write_json(os.path.join(out_dir, NAMES), [_text(source[i]["scene_id"]) for i in range(len(source))])
     marker = os.path.join(out_dir, "sim_config.json")  # marks the cache complete: written whole, then renamed
     with open(marker + ".tmp", "w") as f:
         json.dump(dataclasses.asdict(cfg), f, indent=2)
@@ -114,8 +116,22 @@ def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tu
     return builder.data_dir
 
 
+NAMES = "names.json"  # the scene ids in record order, written with the cache
+
+
+def _text(x) -> str:
+    return x.decode() if isinstance(x, bytes) else str(x)
+
+
+def _write_json(path: str, value) -> None:
+    with open(path + ".tmp", "w") as f:
+        json.dump(value, f)
+    os.replace(path + ".tmp", path)
+
+
 class ScenarioCache(Sequence):
-    """Random access to a built cache: cache[i] -> (scene_id, Scenario of numpy arrays)."""
+    """Random access to a built cache: cache[i] -> (scene_id, Scenario of numpy arrays). A cache built in
+    shards (out_dir/shards/*, `launch.build_scenes --workers`) reads as one, shard after shard."""
 
     def __init__(self, out_dir: str):
         path = os.path.join(out_dir, "sim_config.json")
@@ -123,6 +139,17 @@ class ScenarioCache(Sequence):
             raise FileNotFoundError(f"{out_dir}: no sim_config.json (not a cache built by launch.build_scenes)")
         with open(path) as f:
             self.cfg = SimConfig(**json.load(f))
+        self.out_dir, self._names = out_dir, None
+        shards = os.path.join(out_dir, "shards")
+        if os.path.isdir(shards):  # shards that converted nothing hold no dataset (no sim_config.json)
+            self._parts = [ScenarioCache(os.path.join(shards, d)) for d in sorted(os.listdir(shards))
+                           if os.path.exists(os.path.join(shards, d, "sim_config.json"))]
+            for part in self._parts:
+                if part.cfg != self.cfg:
+                    raise ValueError(f"{out_dir}: a shard was built with other sizes than sim_config.json's")
+            self._starts = np.cumsum([0] + [len(p) for p in self._parts])
+            return
+        self._parts = None
         # The dataset folder is named by a hash of every SimConfig field at build time; a cache built
         # before a field was added to SimConfig (with its default) is found by its folder instead.
         built = sorted(d for d in os.listdir(os.path.join(out_dir, ScenarioCacheBuilder.name)) if not d.startswith("."))
@@ -132,13 +159,33 @@ class ScenarioCache(Sequence):
         self._source = _builder(out_dir, self.cfg, built[0]).as_data_source(split="train")
 
     def __len__(self) -> int:
-        return len(self._source)
+        return int(self._starts[-1]) if self._parts is not None else len(self._source)
 
     def __getitem__(self, i):
+        if self._parts is not None:
+            if not -len(self) <= i < len(self):
+                raise IndexError(f"scene {i} of a cache of {len(self)}")
+            i = i % len(self)
+            k = int(np.searchsorted(self._starts, i, side="right")) - 1
+            return self._parts[k][i - int(self._starts[k])]
         rec = self._source[i]
-        scene_id = rec.pop("scene_id")
-        scene_id = scene_id.decode() if isinstance(scene_id, bytes) else str(scene_id)
+        scene_id = _text(rec.pop("scene_id"))
         return scene_id, Scenario(**{k: np.asarray(v) for k, v in rec.items()})
+
+    def names(self) -> list[str]:
+        """Every scene id, in index order (from names.json; a cache built before it existed is read through)."""
+        if self._parts is not None:
+            return [n for part in self._parts for n in part.names()]
+        if self._names is None:
+            path = os.path.join(self.out_dir, NAMES)
+            if os.path.exists(path):
+                with open(path) as f:
+                    self._names = json.load(f)
+            else:
+                self._names = [self[i][0] for i in range(len(self))]
+            if len(self._names) != len(self):
+                raise ValueError(f"{path}: {len(self._names)} names for {len(self)} scenes (rebuild the cache)")
+        return self._names
 
     def load_bank(self, indices: Sequence[int] | None = None) -> tuple[list[str], Scenario]:
         """Scenes at indices (default: all) stacked into one device-resident bank [N, ...]."""
