@@ -3,6 +3,7 @@
 
     python -m launch.make_splits --src=DIR --format=gpudrive_json --n=1000 --seed=0 --out=DIR
     python -m launch.make_splits --format=procedural --procedural_scenes=50 --n=1000 --seed=0 --out=DIR
+    python -m launch.make_splits --format=cache --src=CACHE --n=1000 --out=DIR   # any size, one scene at a time
 
 gpudrive_json: every *.json in --src (sorted; --files=START:STOP keeps a slice of them, e.g. 10: for the
 scenes a training cache built with --files=0:10 left out); procedural: --procedural_scenes scenes with
@@ -17,7 +18,8 @@ from absl import flags
 from launch import cli
 
 flags.DEFINE_string("src", None, "directory of scene files (gpudrive_json)")
-flags.DEFINE_enum("format", "gpudrive_json", ["gpudrive_json", "procedural"], "scene source")
+flags.DEFINE_enum("format", "gpudrive_json", ["gpudrive_json", "procedural", "cache"],
+                  "scene source (cache: a scenario cache folder as --src)")
 flags.DEFINE_integer("n", 1000, "pairs per split", lower_bound=0)
 flags.DEFINE_integer("seed", 0, "seed of the random split")
 flags.DEFINE_string("out", None, "output directory")

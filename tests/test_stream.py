@@ -151,3 +151,30 @@ def test_stream_settings_are_checked_before_any_work(built, tmp_path):
     with pytest.raises(ValueError, match="config.scenes.stream: this job reads one fixed training bank"):
         post_train.post_train(c, str(tmp_path / "w"))
     assert not (tmp_path / "w").exists()
+
+
+def test_splits_mined_from_a_cache_score_as_from_the_scenes_and_serve_the_benchmark(built, tmp_path):
+    """make_splits --format=cache reads a cache one scene at a time (builder.unbuild): the pairs and scores of
+    the scenes it was built from, and manifests whose scene ids the benchmark finds in that cache."""
+    from cp_jax.bench import suite
+    from cp_jax.scenarios import splits
+    from cp_jax.scenarios.builder import unbuild
+    from cp_jax.scenarios.procedural import generator
+
+    cache = cache_lib.ScenarioCache(str(built))
+    for i in range(len(cache)):
+        name, scene = cache[i]
+        kind, seed = name.removeprefix("procedural_").rsplit("_", 1)
+        raw = generator.generate(int(seed), kind, 3, max_objects=8, max_road_segments=2048)
+        want = splits.score_scenes([raw], [name])
+        got = splits.score_scenes([unbuild(scene, name)], [name])
+        assert [(p.scene_id, p.ego) for p in got] == [(p.scene_id, p.ego) for p in want], name
+        np.testing.assert_allclose([p.score for p in got], [p.score for p in want], atol=1e-4, err_msg=name)
+    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-m", "launch.make_splits", "--format=cache", f"--src={built}", "--n=4",
+                          f"--out={tmp_path / 'splits'}"], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0 and "scenes read 6, skipped 0" in res.stdout, res.stderr[-3000:]
+    st = suite.cached_suite(str(built), str(tmp_path / "splits"))
+    named = {p.scene_id for sp in st.splits.values() for p in sp.pairs}
+    assert sorted(st.names) == sorted(named) and len(st.splits["interactive"].pairs) == 4  # only those read

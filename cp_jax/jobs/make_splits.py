@@ -7,6 +7,8 @@ Interactive and Random split manifests.
 Scenes are read, scored and dropped one at a time: memory holds one scene and the pairs' scores, so
 splits are mined over any number of scenes.
 
+cache: every scene of a scenario cache built by launch.build_scenes (src: its folder; any size, read in
+order, one scene at a time; scene_id = the cache's, so the manifests serve the benchmark on that cache).
 gpudrive_json: every *.json of src (sorted; files='START:STOP' keeps a slice of them), scene_id = the
 file stem; a file that fails to read is skipped and listed with its error. procedural: that many
 scenes with seeds 0, 1, ... cycling through the layout kinds, scene_id = the scene's name. Writes
@@ -22,7 +24,7 @@ import numpy as np
 
 from cp_jax.scenarios import splits
 
-FORMATS = ("gpudrive_json", "procedural")
+FORMATS = ("gpudrive_json", "procedural", "cache")
 
 
 def read_scenes(fmt: str, src: str | None = None, files: str = "", procedural_scenes: int = 50):
@@ -32,9 +34,23 @@ def read_scenes(fmt: str, src: str | None = None, files: str = "", procedural_sc
         from cp_jax.scenarios.readers.files import scene_files
 
         return _files(scene_files(src, "*.json", files))
+    if fmt == "cache":
+        from cp_jax.scenarios.cache import ScenarioCache
+
+        if files:
+            raise ValueError("--files selects scene files; --format=cache reads every scene of the cache --src")
+        return _cache(ScenarioCache(src))
     if fmt != "procedural":
         raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
     return _procedural(procedural_scenes)
+
+
+def _cache(cache):
+    from cp_jax.scenarios.builder import unbuild
+
+    for i in range(len(cache)):
+        name, scenario = cache[i]
+        yield name, unbuild(scenario, name), ""
 
 
 def _files(paths):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -289,6 +290,33 @@ def build_scenario(raw: RawScene, cfg: SimConfig) -> Scenario:
         cell_lanes=cell_lanes,
         cell_road=cell_road,
     )
+
+
+def unbuild(scenario: Scenario, name: str) -> RawScene:
+    """The RawScene a stored Scenario (numpy leaves, one scene) keeps: objects and logs without padding,
+    lanes rebuilt from their segments in order (zero-length points were dropped when it was built), road
+    edges and other lines as one polyline per segment, routes not rebuilt (scored splits need none:
+    `make_splits --format=cache`)."""
+    sc = jax.tree.map(np.asarray, scenario)
+    n = int(sc.agent_valid.sum())
+    n_lanes = int(sc.lane_valid.sum())
+    seg = np.flatnonzero(sc.road_valid)
+    lanes = []
+    for i in range(n_lanes):
+        k = seg[sc.road_lane[seg] == i]
+        lanes.append(np.concatenate([sc.road_xy0[k], sc.road_xy1[k[-1:]]]).astype(np.float64) if len(k)
+                     else np.zeros((0, 2)))
+    other = seg[sc.road_lane[seg] < 0]
+    pieces = [(int(sc.road_type[k]), np.stack([sc.road_xy0[k], sc.road_xy1[k]]).astype(np.float64)) for k in other]
+    return RawScene(
+        name=name, lanes=lanes, lane_succ=[[int(j) for j in row if j >= 0] for row in sc.lane_succ[:n_lanes]],
+        lane_left=[int(j) for j in sc.lane_left[:n_lanes]], lane_right=[int(j) for j in sc.lane_right[:n_lanes]],
+        edges=[p for t, p in pieces if t == types.ROAD_EDGE],
+        others=[(t, p) for t, p in pieces if t != types.ROAD_EDGE],
+        log_xy=sc.log_xy[:n].astype(np.float64), log_yaw=sc.log_yaw[:n].astype(np.float64),
+        log_vel=sc.log_vel[:n].astype(np.float64), log_valid=sc.log_valid[:n], size=sc.size[:n].astype(np.float64),
+        obj_type=sc.obj_type[:n], goal=sc.goal[:n].astype(np.float64), controllable=sc.controllable[:n],
+        routes=[[] for _ in range(n)], priority=sc.priority[:n], tl_state=sc.tl_state[:n_lanes], sdc=int(sc.sdc))
 
 
 def object_ids(raw: RawScene) -> np.ndarray:
