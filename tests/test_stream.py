@@ -178,3 +178,25 @@ def test_splits_mined_from_a_cache_score_as_from_the_scenes_and_serve_the_benchm
     st = suite.cached_suite(str(built), str(tmp_path / "splits"))
     named = {p.scene_id for sp in st.splits.values() for p in sp.pairs}
     assert sorted(st.names) == sorted(named) and len(st.splits["interactive"].pairs) == 4  # only those read
+
+
+def test_two_hosts_stream_their_own_scene_groups(built, tmp_path):
+    """Banks in 4 scene groups, refreshed every 2 updates: one process on 4 devices, and two processes of 2
+    devices each (jax.distributed on localhost), where each reads only its own two groups from the stream;
+    the metrics agree."""
+    from tests.test_parallel import _free_port
+
+    extra = [f"--config.scenes.stream={built}", "--config.scenes.refresh_every=2", "--config.ppo.bank_groups=4",
+             "--config.ppo.num_envs=4", "--config.scenes.train=4", "--config.train.total_updates=4"]
+    cache, r, m = tmp_path / "proc", tmp_path / "r", tmp_path / "m"
+    one = _train(r, cache, devices=4, extra=extra)
+    assert one.returncode == 0, one.stderr[-3000:]
+    port = _free_port()
+    procs = [_train(m, cache, devices=2, extra=extra, process=(i, port)) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+        assert "streaming banks of 4 scenes" in err and "(this process's of 4 groups)" in err
+    for ra, rb in zip(_metrics(r), _metrics(m), strict=True):
+        for key in ra:
+            assert rb[key] == pytest.approx(ra[key], rel=1e-3, abs=1e-4), (ra["step"], key)
