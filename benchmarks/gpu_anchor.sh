@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Issue #31 on one accelerator, in one call: the real-roads anchor recipe (docs/measurements/real_scenes.md,
-# b71: b41 + 1200 updates, eight layout kinds incl. highway, log replay 0.6, time-to-collision cost 1) over
-# three seeds, and the same recipe scaled up (512 scenes stepped at once, 8 minibatches, 224 training
-# scenes, 200 updates: ~74 M agent-steps each) over three seeds — all at once, each its own process on the
-# one GPU, each stopped at BUDGET_S wall seconds.
+# Issue #31 on one accelerator, in one call: the shipped anchor's real-roads stages (b73 + b74,
+# assets/anchors/conditioned_small/README.md: from b41, eight layout kinds incl. highway, 448 scenes, log
+# replay 0.6, time-to-collision cost 1) run as one stage of 1800 updates over three seeds (rec_s*), and the
+# same recipe scaled up (512 scenes stepped at once, 8 minibatches, 200 updates: ~74 M agent-steps each)
+# over three seeds (big_s*) — all at once, each its own process on the one GPU, each stopped at BUDGET_S
+# wall seconds.
 # A finished run is exported (launch.export_policy: lineage, curve, README); an unfinished one keeps its
 # newest checkpoint and resumes exactly with the same command elsewhere (the CPU). Evaluation happens
 # where the real-scene caches are (they need TFDS): python benchmarks/real_gap.py --policy=DIR ...
@@ -11,7 +12,7 @@
 # Install-free: it runs from the checkout with PYTHONPATH and needs jax, flax, optax, orbax, absl, numpy,
 # matplotlib and tqdm (on the device image) and ml_collections and tensorboardX (carried as wheels, e.g. in
 # an ignored .whl/ installed with pip --no-index --target). The procedural scenes are built in memory
-# (--config.scenes.cache_dir=, no TFDS). Tested end to end at toy sizes on the CPU (SMOKE=1, session 28);
+# (--config.scenes.cache_dir=, no TFDS). Tested end to end at toy sizes on the CPU (SMOKE=1, sessions 28 and 32);
 # not yet run on a GPU (no device was lent when it was written).
 #
 #   OUT=/some/dir bash benchmarks/gpu_anchor.sh          # -> $OUT/NAME.tar.gz (each run), $OUT/summary.txt
@@ -27,11 +28,12 @@ mkdir -p "$RUNS"
 python -c "import jax; print(jax.__version__, jax.devices())"
 
 kinds="--config.scenes.kinds=('four_way','t_junction','merge','roundabout','multi_lane','left_turn','narrow_passage','highway')"
-recipe=(--config=experiments/anchor_small.py --config.init_from=assets/anchors/conditioned_small "$kinds"
+recipe=(--config=experiments/anchor_small.py --config.init_from=assets/anchors/conditioned_small/lineage/b41 "$kinds"
+        --config.scenes.train=448
         --config.ppo.log_frac=0.6 --config.shaping.ttc_gain=1 --config.scenes.cache_dir= --config.train.progress=False
         --config.train.keep=1)
-updates=1200
-scaled=(--config.ppo.num_envs=512 --config.ppo.num_minibatches=8 --config.scenes.train=224 --config.train.total_updates=200
+updates=1800
+scaled=(--config.ppo.num_envs=512 --config.ppo.num_minibatches=8 --config.train.total_updates=200
         --config.train.eval_every=100)
 if [ "${SMOKE:-0}" = 1 ]; then  # the same runs at toy sizes
   updates=4
@@ -41,12 +43,12 @@ if [ "${SMOKE:-0}" = 1 ]; then  # the same runs at toy sizes
 fi
 
 declare -A flags=(
-  [b71_s0]="--config.seed=0"
-  [b71_s1]="--config.seed=1"
-  [b71_s2]="--config.seed=2"
-  [b73_s0]="--config.seed=0 ${scaled[*]}"
-  [b73_s1]="--config.seed=1 ${scaled[*]}"
-  [b73_s2]="--config.seed=2 ${scaled[*]}"
+  [rec_s0]="--config.seed=0"
+  [rec_s1]="--config.seed=1"
+  [rec_s2]="--config.seed=2"
+  [big_s0]="--config.seed=0 ${scaled[*]}"
+  [big_s1]="--config.seed=1 ${scaled[*]}"
+  [big_s2]="--config.seed=2 ${scaled[*]}"
 )
 t0=$SECONDS
 for name in "${!flags[@]}"; do
