@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
+from cp_jax.io import files
 from cp_jax.sim import types
 
 FORMATS = ("gpudrive_json", "tfexample", "procedural")
@@ -180,10 +181,8 @@ def convert(out: str, cfg: types.SimConfig, scenes: list[tuple[str, Callable]], 
                    scenes_per_s=len(report) / max(elapsed, 1e-9), data_dir=data_dir,
                    truncated_objects=sum(r["truncated_objects"] for r in converted),
                    truncated_segments=sum(r["truncated_segments"] for r in converted))
-    path = os.path.join(out, "report.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump(dict(summary=summary, sim_config=cfg.__dict__, options=options or {}, scenes=report), f, indent=2)
-    os.replace(path + ".tmp", path)
+    files.write_json(os.path.join(out, "report.json"),
+                     dict(summary=summary, sim_config=cfg.__dict__, options=options or {}, scenes=report), indent=2)
     return summary
 
 
@@ -216,8 +215,8 @@ def _convert_shard(out: str, cfg: types.SimConfig, spec: Spec, k: int, n: int) -
                       log=lambda line: print(line, file=sys.stderr, flush=True))
     import jax
 
-    # The procedural generator compiles its IDM run per scene size; without this a worker's memory grew by
-    # ~0.1 GB per shard (to an out-of-memory stop after 15 shards beside three training runs, session 32).
+    # The procedural generator compiles its IDM run per scene size; without this a worker grew from 0.9 to
+    # 1.7 GB within one shard (session 32: an allocation failure after 30 of 40 shards; data_scale.md).
     jax.clear_caches()
     return dict(shard=k, **{key: summary[key] for key in ("converted", "skipped", "seconds")})
 
@@ -246,9 +245,7 @@ def convert_parallel(out: str, cfg: types.SimConfig, spec: Spec, shards: int, wo
     elif os.path.exists(out) and os.listdir(out):
         raise ValueError(f"--out={out} is not empty and holds no build of launch.build_scenes")
     os.makedirs(os.path.join(out, SHARDS), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(settings, f, indent=2)
-    os.replace(path + ".tmp", path)
+    files.write_json(path, settings, indent=2)
 
     done = [k for k in range(shards) if os.path.exists(os.path.join(_shard_dir(out, k, shards), "report.json"))]
     todo = [k for k in range(shards) if k not in done]
@@ -279,14 +276,11 @@ def convert_parallel(out: str, cfg: types.SimConfig, spec: Spec, shards: int, wo
                    data_dir=os.path.join(out, SHARDS),
                    truncated_objects=sum(s["truncated_objects"] for s in converted),
                    truncated_segments=sum(s["truncated_segments"] for s in converted))
-    report = os.path.join(out, "report.json")
-    with open(report + ".tmp", "w") as f:
-        json.dump(dict(summary=summary, sim_config=cfg.__dict__, options=reports[0]["options"], scenes=scenes), f,
-                  indent=2)
-    os.replace(report + ".tmp", report)
-    if converted:  # the mark of a finished cache, written last
-        marker = os.path.join(out, "sim_config.json")
-        with open(marker + ".tmp", "w") as f:
-            json.dump(dataclasses.asdict(cfg), f, indent=2)
-        os.replace(marker + ".tmp", marker)
+    files.write_json(os.path.join(out, "report.json"),
+                     dict(summary=summary, sim_config=cfg.__dict__, options=reports[0]["options"], scenes=scenes),
+                     indent=2)
+    if converted:
+        from cp_jax.scenarios import cache
+
+        cache.mark_complete(out, cfg)
     return summary

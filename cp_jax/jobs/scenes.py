@@ -72,9 +72,7 @@ def load(sc, sim: types.SimConfig, groups: list[int] | None = None, num_groups: 
 
         real = cache_lib.ScenarioCache(sc.real)
         cache_lib.bank_for(real.cfg, real[0][1], sim, f"config.scenes.real={sc.real!r}")  # sizes checked up front
-    eval_bank = None
-    if sc.eval:
-        _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
+    eval_bank = held_out(sc, sim)
     if groups is None:  # one group holding every scene, unstacked and device-resident
         names, bank = _group(sc, sim, real, 0, sc.train, len(real) if real is not None else 0)
         return jax.tree.map(jnp.asarray, bank), eval_bank, names
@@ -95,6 +93,13 @@ def load(sc, sim: types.SimConfig, groups: list[int] | None = None, num_groups: 
         banks.append(jax.tree.map(np.asarray, bank))
     # Stacked on the host: parallel.shard_groups puts each group on its own device.
     return jax.tree.map(lambda *x: np.stack(x), *banks), eval_bank, names
+
+
+def held_out(sc, sim: types.SimConfig):
+    """The held-out procedural bank [sc.eval, ...] (seeds sc.eval_seed ..), or None for sc.eval = 0."""
+    if not sc.eval:
+        return None
+    return bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)[1]
 
 
 def _group(sc, sim: types.SimConfig, real, g: int, n: int, r: int):
@@ -137,9 +142,7 @@ def streamed(sc, sim: types.SimConfig, mesh, num_groups: int, seed: int):
 
     groups = parallel.local_groups(num_groups, mesh) if num_groups > 1 else [0]
     stream = stream_lib.BankStream(sc.stream, sc.train, seed, sim, groups, num_groups)
-    eval_bank = None
-    if sc.eval:
-        _, eval_bank = bank_lib.cached_procedural_bank(sc.cache_dir, sc.eval, sc.eval_seed, sc.agents, sim)
+    eval_bank = held_out(sc, sim)
     logging.info("streaming banks of %d scenes from %s (%d scenes), a new bank every %d updates%s; %s held-out",
                  sc.train, sc.stream, len(stream), sc.refresh_every,
                  f" (this process's of {num_groups} groups)" if num_groups > 1 else "", sc.eval)

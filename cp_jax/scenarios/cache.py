@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import tensorflow_datasets as tfds
 
+from cp_jax.io import files
 from cp_jax.sim.types import Scenario, SimConfig
 
 CACHE_VERSION = "1.0.0"
@@ -108,12 +109,14 @@ def build_cache(out_dir: str, cfg: SimConfig, examples: Callable[[], Iterable[tu
     with contextlib.redirect_stdout(io.StringIO()):
         builder.download_and_prepare(download_config=tfds.download.DownloadConfig(try_download_gcs=False))
     source = builder.as_data_source(split="train")  # the scene ids in record order (TFDS orders by key)
-    _write_json(os.path.join(out_dir, NAMES), [_text(source[i]["scene_id"]) for i in range(len(source))])
-    marker = os.path.join(out_dir, "sim_config.json")  # marks the cache complete: written whole, then renamed
-    with open(marker + ".tmp", "w") as f:
-        json.dump(dataclasses.asdict(cfg), f, indent=2)
-    os.replace(marker + ".tmp", marker)
+    files.write_json(os.path.join(out_dir, NAMES), [_text(source[i]["scene_id"]) for i in range(len(source))])
+    mark_complete(out_dir, cfg)
     return builder.data_dir
+
+
+def mark_complete(out_dir: str, cfg: SimConfig) -> None:
+    """Write out_dir/sim_config.json, the mark of a finished cache (whole or sharded), last of its files."""
+    files.write_json(os.path.join(out_dir, "sim_config.json"), dataclasses.asdict(cfg), indent=2)
 
 
 NAMES = "names.json"  # the scene ids in record order, written with the cache
@@ -121,12 +124,6 @@ NAMES = "names.json"  # the scene ids in record order, written with the cache
 
 def _text(x) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
-
-
-def _write_json(path: str, value) -> None:
-    with open(path + ".tmp", "w") as f:
-        json.dump(value, f)
-    os.replace(path + ".tmp", path)
 
 
 class ScenarioCache(Sequence):
