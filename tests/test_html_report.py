@@ -165,3 +165,15 @@ def test_chromium_draws_the_report(tmp_path):
     assert png.size == (1280, 900)
     dark = np.asarray(png) < 100
     assert dark[:200].sum() > 500 and dark[200:].sum() > 5000  # the title, then tables and the chart
+
+
+def test_training_curve_pools_alternating_updates_by_their_episodes():
+    """Finished episodes come in waves: a few early goals in one update, the timeouts in the next. The curve
+    pools windows of updates weighted by episodes, so it shows the rate of the episodes, not the alternation."""
+    rows = [dict(agent_steps=1000 * (i + 1), episodes=20.0 if i % 2 == 0 else 280.0,
+                 goal_rate=1.0 if i % 2 == 0 else 0.9) for i in range(30)]
+    x, y, k = html_report._pooled(rows, "goal_rate")
+    assert k == 2 and len(x) == 15 and x[0] == 2000 and x[-1] == 30000
+    np.testing.assert_allclose(y, (20 * 1.0 + 280 * 0.9) / 300)
+    x, y, k = html_report._pooled([dict(agent_steps=i, record_goal_rate=0.5) for i in range(100)], "record_goal_rate")
+    assert k == 5 and len(x) == 20 and np.allclose(y, 0.5)  # no episode counts: unweighted

@@ -355,3 +355,15 @@ def test_console_keeps_own_records_and_errors_only(tmp_path):
     assert len(kept) == 2 and "unparsable line 1" in kept[0] and kept[1] == "library error"
     assert console.asks_verbosity(["prog", "--verbosity=1"]) and console.asks_verbosity(["prog", "-v", "1"])
     assert not console.asks_verbosity(["prog", "--out=x"])
+
+
+def test_console_prints_a_record_as_the_jobs_line():
+    """quiet_libraries' formatter: an INFO record is its message alone, a warning says so; no absl prefix."""
+    import logging
+
+    from cp_jax.io import console
+
+    fmt = console.JobLines("%(message)s")
+    rec = lambda level: logging.LogRecord("absl", level, __file__, 1, "%d training scenes", (112,), None)  # noqa: E731
+    assert fmt.format(rec(logging.INFO)) == "112 training scenes"
+    assert fmt.format(rec(logging.WARNING)) == "warning: 112 training scenes"

@@ -155,21 +155,45 @@ def regime_chart(records: list[dict]) -> str:
     return _png(fig)
 
 
+def _pooled(rows: list[dict], key: str, points: int = 20) -> tuple[np.ndarray, np.ndarray, int]:
+    """rows' rate `key` pooled over non-overlapping windows of k >= 2 consecutive updates (at most
+    `points` windows), weighted by each update's finished episodes where rows count them: finished
+    episodes come in waves (a short update may finish a few early goals, the next the timeouts), so one
+    update's rate alternates. Returns (agent-steps at each window's end [W], rate [W], k)."""
+    k = max(2, -(-len(rows) // points))
+    xs, ys = [], []
+    for i in range(0, len(rows), k):
+        win = [r for r in rows[i:i + k] if r.get(key) is not None]
+        if not win:
+            continue
+        w = np.array([r.get("episodes", 1.0) for r in win], float)
+        y = np.array([r[key] for r in win], float)
+        xs.append(rows[min(i + k, len(rows)) - 1]["agent_steps"])
+        ys.append(float(np.sum(w * y) / np.sum(w)) if np.sum(w) > 0 else np.nan)
+    return np.array(xs, float), np.array(ys, float), k
+
+
 def curves_chart(runs: dict[str, str]) -> str:
     """Each run folder's goal rate against the agent-steps it spent: of its own self-play episodes
-    (metrics.jsonl: goal_rate, or record_goal_rate for CounterPlay's recorded episodes) and held out
-    (eval.jsonl: goal, or styles.normal.goal for a training run), one line per run, as an embedded PNG."""
+    (metrics.jsonl: goal_rate, or record_goal_rate for CounterPlay's recorded episodes; pooled over
+    windows of updates, `_pooled`) and held out (eval.jsonl: goal, or styles.normal.goal for a training
+    run), one line per run, as an embedded PNG."""
     fig, (train, held) = plt.subplots(1, 2, figsize=(12, 3.6))
+    windows = set()
     for name, folder in runs.items():
         rows = [r for r in read_jsonl(os.path.join(folder, "metrics.jsonl")) if "agent_steps" in r]
         key = "goal_rate" if rows and "goal_rate" in rows[0] else "record_goal_rate"
-        train.plot([r["agent_steps"] / 1e6 for r in rows], [r.get(key, np.nan) for r in rows], ".-", lw=1.2, label=name)
+        x, y, k = _pooled(rows, key)
+        windows.add(k)
+        train.plot(x / 1e6, y, ".-", lw=1.2, label=name)
         evals = os.path.join(folder, "eval.jsonl")
         if os.path.exists(evals):
             es = read_jsonl(evals)
             held.plot([e["agent_steps"] / 1e6 for e in es], [e["goal"] if "goal" in e else e["styles"]["normal"]["goal"]
                                                              for e in es], "o-", lw=1.2, label=name)
-    train.set(title="goal rate of the run's own self-play episodes", xlabel="agent-steps spent (M)")
+    per = "/".join(map(str, sorted(windows))) or "2"
+    train.set(title=f"goal rate of the run's own self-play episodes (per {per} updates)",
+              xlabel="agent-steps spent (M)")
     held.set(title="goal rate held out (validation)", xlabel="agent-steps spent (M)")
     for ax in (train, held):
         ax.grid(alpha=0.3)
@@ -185,7 +209,7 @@ def gallery_html(gallery: Gallery) -> str:
            "goal reached with no collision or off-road. Markers: collision ×, off-road ▲, timeout ○; "
            "the star is the ego's goal.</p>"]
     for heading, (total, shown) in gallery.groups.items():
-        out.append(f"<h3>{html.escape(heading)} — {total} pairs"
+        out.append(f"<h3>{html.escape(heading)} — {total} pair{'' if total == 1 else 's'}"
                    + (f", {len(shown)} drawn" if len(shown) < total else "") + "</h3>")
         for s in shown:
             out.append(f"<figure><figcaption>{html.escape(s.caption)}</figcaption><div class=\"pair\">"

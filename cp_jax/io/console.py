@@ -4,7 +4,9 @@
 
 Unless the command line sets --verbosity (absl's flag), records of level below ERROR from code outside
 this project (orbax's checkpoint-manager dumps, tensorflow-datasets' "Downloading and preparing
-dataset", JAX's backend probing) are dropped; the project's own records and every error still show.
+dataset", JAX's backend probing) are dropped; the project's own records and every error still show,
+as plain lines (`JobLines`: the message, with "warning:" / "error:" in front where it is one) instead of
+absl's "I1205 02:10:46.171532 140504042109824 scenes.py:127]" prefix.
 """
 
 from __future__ import annotations
@@ -43,6 +45,14 @@ class OwnRecords(logging.Filter):
         return frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(PROJECT_DIRS)
 
 
+class JobLines(logging.Formatter):
+    """A record as a job's line: its message, prefixed by its level when that is above INFO."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        return line if record.levelno <= logging.INFO else f"{record.levelname.lower()}: {line}"
+
+
 def asks_verbosity(argv: list[str]) -> bool:
     return any(a.split("=")[0] in ("--verbosity", "-v", "--v") for a in argv[1:])
 
@@ -51,8 +61,11 @@ def quiet_libraries(argv: list[str]) -> bool:
     """Drop library records below ERROR unless argv sets --verbosity; returns whether it did."""
     if asks_verbosity(argv):
         return False
+    import absl.logging
+
     own = OwnRecords()
-    logging.getLogger("absl").addFilter(own)  # orbax, tensorflow-datasets and our own absl.logging calls
+    logging.getLogger("absl").addFilter(own)
+    absl.logging.get_absl_handler().setFormatter(JobLines("%(message)s"))  # orbax, tensorflow-datasets and our own absl.logging calls
     for name in LIBRARY_LOGGERS:  # Python loggers of the libraries (and their children, by level)
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO / WARNING lines
