@@ -64,8 +64,8 @@ def quiet_libraries(argv: list[str]) -> bool:
     import absl.logging
 
     own = OwnRecords()
-    logging.getLogger("absl").addFilter(own)
-    absl.logging.get_absl_handler().setFormatter(JobLines("%(message)s"))  # orbax, tensorflow-datasets and our own absl.logging calls
+    logging.getLogger("absl").addFilter(own)  # orbax, tensorflow-datasets and our own absl.logging calls
+    absl.logging.get_absl_handler().setFormatter(JobLines("%(message)s"))
     for name in LIBRARY_LOGGERS:  # Python loggers of the libraries (and their children, by level)
         logging.getLogger(name).setLevel(logging.ERROR)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TensorFlow's C++ INFO / WARNING lines

@@ -69,7 +69,8 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
     shown = [e.name for e in egos[:2]] if bench.figures or len(egos) > 1 else []
     t1 = time.time()
     with open(os.path.join(out, "episodes.jsonl"), "w") as f:
-        for ego, split, style, regime, seed in tqdm(jobs, disable=not progress, desc="benchmark (policy, split, regime, seed)", unit=" batches"):
+        bar = tqdm(jobs, disable=not progress, desc="benchmark (policy, split, regime, seed)", unit=" batches")
+        for ego, split, style, regime, seed in bar:
             sp = st.splits[split]
             res = episodes.run(ego, regime, traffic, st.bank, sp.scene, sp.ego, conditions.STYLES[style], seed, cfg)
             for i, pair in enumerate(sp.pairs):
