@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import NamedTuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +36,7 @@ class Probe(NamedTuple):
     exit: str  # "0", "1", "2" or "!0" (any failure)
     says: str  # a substring of stdout + stderr
     check: object = None  # () -> "" when the files are as they must be, else what is wrong
+    kill_when: str = ""  # SIGKILL the command once this path exists (an interrupted run)
 
 
 def _data(tmp: str) -> None:
@@ -49,6 +51,14 @@ def _data(tmp: str) -> None:
                 json.dump(scene, f)
     with open(os.path.join(tmp, "vertex", "good.json"), "w") as f:
         json.dump(_scene_json(), f)
+    os.makedirs(os.path.join(tmp, "crowd"))
+    with open(os.path.join(tmp, "crowd", "tiny.json"), "w") as f:
+        json.dump(_scene_json(), f)  # 4 objects
+    shutil.copytree(os.path.join(ROOT, "assets/anchors/ppo_small"), os.path.join(tmp, "wide"))
+    with open(os.path.join(tmp, "wide", "sim_config.json")) as f:
+        sim = json.load(f)
+    with open(os.path.join(tmp, "wide", "sim_config.json"), "w") as f:
+        json.dump(dict(sim, max_agents=32), f)
     shutil.copytree(os.path.join(ROOT, "assets/anchors/ppo_small"), os.path.join(tmp, "damaged"))
     with open(os.path.join(tmp, "damaged", "params.msgpack"), "r+b") as f:
         f.truncate(1000)
@@ -70,6 +80,17 @@ def probes(tmp: str) -> list:
         before = open(t("ev", "episodes.jsonl"), "rb").read()
         return Probe("evaluate_out", "launch.evaluate into an existing --out", [*ev, f"--out={t('ev')}"], "2",
                      "holds an earlier evaluation", _same(t("ev", "episodes.jsonl"), before))
+
+    def killed():
+        if not os.path.exists(t("ev", "episodes.jsonl")):
+            _run([*ev, f"--out={t('ev')}"])
+        before = {n: open(t("ev", n), "rb").read() for n in ("episodes.jsonl", "summary.json", "tables.md")}
+
+        def same():
+            return "; ".join(f"{n} changed" for n, b in before.items() if open(t("ev", n), "rb").read() != b)
+        return Probe("evaluate_killed", "launch.evaluate --overwrite into an earlier evaluation, killed mid-run",
+                     [*ev, "--overwrite", f"--out={t('ev')}"], "-9", "", same,
+                     kill_when=t("ev", ".partial", "pairs.json"))
 
     def trained():
         _run([*train, "--config.train.total_updates=2", f"--workdir={t('run')}"])
@@ -98,6 +119,17 @@ def probes(tmp: str) -> list:
         Probe("one_step", "a 1-step log", [*BUILD, f"--src={t('one_step')}", f"--out={t('o6')}"], "1",
               "log has 1 step"),
         ("evaluate_out", evaluated),
+        ("evaluate_killed", killed),
+        Probe("max_agents", "a policy whose sim_config.max_agents differs (procedural benchmark)",
+              [*ev[:1], f"--policy=wide={t('wide')}", *ev[2:], f"--out={t('ev_wide')}"], "0",
+              "not the policy's max_agents=32"),
+        Probe("replay_truncated", "replay_logs on a scene with more objects than --max_agents",
+              ["launch.replay_logs", f"--src={t('crowd')}", "--max_agents=2", "--max_road_segments=256",
+               f"--out={t('o7')}"], "0", "4 objects > max_agents=2: 2 not replayed (ids",
+              lambda: "" if json.load(open(t("o7", "replay.json")))["scenes"][0]["truncated_ids"] else
+              "replay.json lists no truncated ids"),
+        Probe("replay_nothing", "replay_logs with every file bad", ["launch.replay_logs", f"--src={t('all_bad')}",
+                                                                    f"--out={t('o8')}"], "1", "no scene replayed"),
         resume("resume_lr", "resuming train_anchor with a changed --config.ppo.lr", "--config.ppo.lr=5e-4",
                "config.ppo.lr: 0.001 in the run, 0.0005 now"),
         resume("resume_envs", "resuming with a changed num_envs", "--config.ppo.num_envs=4",
@@ -119,13 +151,32 @@ def probes(tmp: str) -> list:
         Probe("sim_params", "SimParams with actuator_lag 0",
               ["-c", "from cp_jax.sim import types; types.default_params(actuator_lag=0)"], "!0",
               "SimParams.actuator_lag must be in (0, 1]"),
+        Probe("sim_lat_accel", "SimParams with max_lat_accel <= 0",
+              ["-c", "from cp_jax.sim import types; types.default_params(max_lat_accel=0)"], "!0",
+              "SimParams.max_lat_accel must be > 0"),
+        Probe("sim_grid", "SimParams with an even action grid (no keep-driving action in the middle)",
+              ["-c", "from cp_jax.sim import types; types.default_params(num_accel=6)"], "!0",
+              "num_accel must be an odd int >= 3"),
     ]
 
 
-def _run(argv: list[str]) -> subprocess.CompletedProcess:
+def _run(argv: list[str], kill_when: str = "") -> subprocess.CompletedProcess:
+    """argv run in a subprocess (python -m ARGV, or python -c CODE); with kill_when, SIGKILLed half a second
+    after that path appears (returncode -9)."""
     cmd = [sys.executable, *(argv if argv[0] == "-c" else ["-m", *argv])]
     env = dict(os.environ, JAX_PLATFORMS=os.environ.get("JAX_PLATFORMS", "cpu"), PYTHONPATH=ROOT)
-    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    if not kill_when:
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 900
+        while proc.poll() is None and not os.path.exists(kill_when) and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        proc.kill()
+        proc.wait()
+        log.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, log.read(), "")
 
 
 def _last_error(text: str) -> str:
@@ -147,7 +198,7 @@ def main() -> int:
             if only and name not in only:
                 continue
             probe = item if isinstance(item, Probe) else item[1]()
-            res = _run(probe.argv)
+            res = _run(probe.argv, probe.kill_when)
             text = res.stdout + res.stderr
             code_ok = res.returncode != 0 if probe.exit == "!0" else str(res.returncode) == probe.exit
             problem = "" if probe.check is None else probe.check()
@@ -155,6 +206,8 @@ def main() -> int:
             failed += not ok
             why = "" if ok else f" [expected exit {probe.exit} and '{probe.says}'{'; ' + problem if problem else ''}]"
             shown = next((line for line in text.splitlines() if probe.says in line), "") or _last_error(text)
+            if probe.kill_when:
+                shown = "SIGKILLed mid-run; " + (problem or "the files checked are as before")
             print(f"{'PASS' if ok else 'FAIL'} {probe.name}: {probe.what} -> exit {res.returncode}: "
                   f"{shown.strip()[:160]}{why}", flush=True)
     return 1 if failed else 0
