@@ -12,6 +12,11 @@ what it accepts) and exit with code 2: no traceback, no flag list.
 
     if __name__ == "__main__":
         run(main, required=("workdir",))      # instead of app.run(main)
+
+Bad input met later, during the work (a damaged cache, checkpoint or scene file: ValueError or OSError
+raised by the code that read it, naming the file and field), is one line too, with exit code 1; its
+traceback is saved to a file the line names (a bug that raises one of these stays debuggable), or shown
+with --verbosity.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
+import traceback
 from typing import NoReturn
 
 import ml_collections
@@ -53,6 +60,13 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     sys.stderr.write(f"{program()}: error: {one_line(message)}\n")
     sys.stderr.flush()
     sys.exit(code)
+
+
+def fail_with_traceback(e: BaseException, code: int = 1) -> NoReturn:
+    """fail(e) with `code`, its traceback saved to a temporary file that the line names."""
+    with tempfile.NamedTemporaryFile("w", prefix="cp_jax_error_", suffix=".txt", delete=False) as f:
+        traceback.print_exception(e, file=f)
+    fail(f"{one_line(str(e)) or type(e).__name__} (traceback: {f.name})", code)
 
 
 @contextlib.contextmanager
@@ -159,7 +173,8 @@ def _parse(argv: list[str]) -> list[str]:
         fail(override_error(FLAGS[name].value, argv, name) or _flag_error(e, argv))
     try:
         args = FLAGS(argv)
-    except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:  # ml_collections' overrides too
+    except (flags.Error, AttributeError, KeyError, TypeError, ValueError, SyntaxError, ImportError,
+            NameError) as e:  # ml_collections' overrides, and a --config file that does not load
         fail(_flag_error(e, argv))
     for name in _CONFIGS:
         if not isinstance(FLAGS[name].value, ml_collections.ConfigDict):  # a file that did not load
@@ -177,6 +192,7 @@ def run(main, required: tuple[str, ...] = ()) -> None:
         for name in required:
             if FLAGS[name].value in (None, ""):
                 fail(f"--{name}: required ({FLAGS[name].help})")
+        from cp_jax.io.console import asks_verbosity
         from cp_jax.jobs.loop import Diverged
 
         try:
@@ -185,5 +201,9 @@ def run(main, required: tuple[str, ...] = ()) -> None:
             fail(str(e))
         except Diverged as e:  # the run stopped itself, its last good checkpoint kept: no traceback to read
             fail(str(e), code=1)
+        except (ValueError, OSError) as e:  # bad input met during the work (module docstring)
+            if asks_verbosity(sys.argv):
+                raise
+            fail_with_traceback(e)
 
     app.run(checked_main, flags_parser=_parse)
