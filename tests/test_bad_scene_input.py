@@ -241,3 +241,69 @@ def test_replay_reports_truncation_file_ids_step_zero_and_the_pedestrian_exempti
     assert entry["pedestrian"] == dict(objects=1, collided=0, collided_ids=[], offroad=None, offroad_ids=None)
     assert summary["groups"]["pedestrian"]["offroad_rate"] is None and summary["truncated_objects"] == 1
     assert any("offroad is null for pedestrian" in note for note in written["notes"])
+
+
+# --- damaged caches, the goal coercions, and the launchers' refusals (issue #33, second round) ---
+
+
+@pytest.fixture(scope="module")
+def good_cache(tmp_path_factory):
+    """A one-scene cache built by convert (as launch.build_scenes) -> its folder."""
+    from cp_jax.jobs import convert
+
+    src = tmp_path_factory.mktemp("src")
+    _write(src, _scene_json(), "good.json")
+    out = tmp_path_factory.mktemp("built") / "cache"
+    assert convert.convert(str(out), SMALL, convert.sources("gpudrive_json", str(src), 0))["converted"] == 1
+    return out
+
+
+def _damaged(good_cache, tmp_path, damage):
+    """A copy of good_cache with damage(dataset folder, cache folder) applied -> the copy."""
+    import shutil
+
+    from cp_jax.scenarios.cache import ScenarioCacheBuilder
+
+    out = tmp_path / "cache"
+    shutil.copytree(good_cache, out)
+    (dataset,) = (f.parent for f in (out / ScenarioCacheBuilder.name).glob("*/*/dataset_info.json"))
+    damage(dataset, out)
+    return out
+
+
+def _truncate(dataset, _):
+    (f,) = dataset.glob("*.array_record*")
+    f.write_bytes(f.read_bytes()[: f.stat().st_size // 2])
+
+
+def _garble(dataset, _):
+    """Bytes inverted inside the first record's chunk (the file's index intact): found when it is read."""
+    (f,) = dataset.glob("*.array_record*")
+    data = bytearray(f.read_bytes())
+    data[2000:6000] = bytes(b ^ 0xFF for b in data[2000:6000])
+    f.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    "damage, file, why",
+    [
+        (_truncate, r"\.array_record-00000-of-00001", "truncated or corrupt"),
+        (_garble, r"\.array_record-00000-of-00001", "record 0 unreadable"),
+        (lambda d, _: [f.unlink() for f in d.glob("*.array_record*")], r"\.array_record-00000-of-00001", "missing"),
+        (lambda d, _: (d / "dataset_info.json").unlink(), "dataset_info.json", "missing"),
+        (lambda d, _: (d / "dataset_info.json").write_text("{"), "dataset_info.json", "unreadable"),
+        (lambda _, c: (c / "sim_config.json").write_text("{\n"), "sim_config.json", "not valid JSON"),
+        (lambda _, c: (c / "sim_config.json").write_text("[1]"), "sim_config.json", "expected an object"),
+        (lambda _, c: (c / "sim_config.json").write_text('{"max_agentz": 8}'), "sim_config.json", "max_agentz"),
+        (lambda _, c: (c / "names.json").write_text("[1,"), "names.json", "not valid JSON"),
+    ],
+)
+def test_a_damaged_cache_names_its_folder_and_the_file_at_fault(good_cache, tmp_path, damage, file, why):
+    """A truncated record file read as a TypeError of TFDS, no record file as a RuntimeError, no
+    dataset_info.json as a KeyError, a corrupt sim_config.json as a JSONDecodeError: none named the file."""
+    from cp_jax.scenarios.cache import ScenarioCache
+
+    out = _damaged(good_cache, tmp_path, damage)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(out))}.*{file}.*{why}.*cache {re.escape(str(out))} is "):
+        cache = ScenarioCache(str(out))
+        cache.names(), cache[0]

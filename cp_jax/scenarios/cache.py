@@ -3,7 +3,9 @@
 Building and reading need tensorflow-datasets and array-record, not TensorFlow. Each record is one
 `Scenario` (every leaf a fixed-shape tensor for the dataset's SimConfig) plus its scene id; the
 SimConfig is part of the builder config, so a cache is only read back with the sizes it was built
-for. Random access by index (`ScenarioCache[i]`, `load_bank(...)`).
+for. Random access by index (`ScenarioCache[i]`, `load_bank(...)`). A damaged cache (a corrupt
+sim_config.json or names.json, no dataset_info.json, a record file missing, truncated or corrupt) raises
+ValueError naming the cache folder and the file at fault.
 """
 
 from __future__ import annotations
@@ -126,16 +128,67 @@ def _text(x) -> str:
     return x.decode() if isinstance(x, bytes) else str(x)
 
 
+DAMAGED = "(the cache {out_dir} is damaged: rebuild it with launch.build_scenes)"
+
+
+def _read_json(path: str, out_dir: str):
+    """The JSON value of path, a file of the cache out_dir; ValueError naming both when it does not parse."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e}) {DAMAGED.format(out_dir=out_dir)}") from None
+
+
+def read_sim_config(out_dir: str) -> SimConfig:
+    """The SimConfig a cache was built with (out_dir/sim_config.json). FileNotFoundError when out_dir is not a
+    cache; ValueError naming the file (and field) when the file is damaged."""
+    path = os.path.join(out_dir, "sim_config.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{out_dir}: no sim_config.json (not a cache built by launch.build_scenes)")
+    fields = _read_json(path, out_dir)
+    if not isinstance(fields, dict):
+        raise ValueError(f"{path}: expected an object of SimConfig fields, got {type(fields).__name__} "
+                         + DAMAGED.format(out_dir=out_dir))
+    unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(SimConfig)})
+    if unknown:
+        raise ValueError(f"{path}: unknown SimConfig fields {unknown} {DAMAGED.format(out_dir=out_dir)}")
+    try:
+        return SimConfig(**fields)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"{path}: {e} {DAMAGED.format(out_dir=out_dir)}") from None
+
+
+def _check_records(shards: list[tuple[str, int]], out_dir: str) -> list[str]:
+    """The record files of shards [(file, records dataset_info.json expects)], each checked to exist and hold
+    that many records (a truncated file holds fewer); ValueError naming the file otherwise."""
+    from array_record.python import array_record_module
+
+    for path, expected in shards:
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: missing {DAMAGED.format(out_dir=out_dir)}")
+        try:
+            reader = array_record_module.ArrayRecordReader(path)
+            ok, held = reader.ok(), reader.num_records()
+        except Exception as e:  # array_record raises RuntimeError / ValueError for a file it cannot open
+            raise ValueError(f"{path}: unreadable ({type(e).__name__}: {e}) {DAMAGED.format(out_dir=out_dir)}") from e
+        with contextlib.suppress(Exception):  # closing a reader that failed raises (an empty RuntimeError)
+            reader.close()
+        if not ok:  # its footer (the record index) is gone: a truncated or overwritten file
+            raise ValueError(f"{path}: unreadable (truncated or corrupt: no record index) "
+                             + DAMAGED.format(out_dir=out_dir))
+        if held != expected:
+            raise ValueError(f"{path}: holds {held} records, dataset_info.json expects {expected} (truncated?) "
+                             + DAMAGED.format(out_dir=out_dir))
+    return [path for path, _ in shards]
+
+
 class ScenarioCache(Sequence):
     """Random access to a built cache: cache[i] -> (scene_id, Scenario of numpy arrays). A cache built in
     shards (out_dir/shards/*, `launch.build_scenes --workers`) reads as one, shard after shard."""
 
     def __init__(self, out_dir: str):
-        path = os.path.join(out_dir, "sim_config.json")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{out_dir}: no sim_config.json (not a cache built by launch.build_scenes)")
-        with open(path) as f:
-            self.cfg = SimConfig(**json.load(f))
+        self.cfg = read_sim_config(out_dir)
         self.out_dir, self._names = out_dir, None
         shards = os.path.join(out_dir, "shards")
         if os.path.isdir(shards):  # shards that converted nothing hold no dataset (no sim_config.json)
@@ -149,11 +202,21 @@ class ScenarioCache(Sequence):
         self._parts = None
         # The dataset folder is named by a hash of every SimConfig field at build time; a cache built
         # before a field was added to SimConfig (with its default) is found by its folder instead.
-        built = sorted(d for d in os.listdir(os.path.join(out_dir, ScenarioCacheBuilder.name)) if not d.startswith("."))
+        datasets = os.path.join(out_dir, ScenarioCacheBuilder.name)
+        built = sorted(d for d in os.listdir(datasets) if not d.startswith(".")) if os.path.isdir(datasets) else []
         if len(built) != 1:
             raise FileNotFoundError(f"{out_dir}: expected one dataset folder under {ScenarioCacheBuilder.name}/, "
                                     f"found {built} (rebuild it with launch.build_scenes)")
-        self._source = _builder(out_dir, self.cfg, built[0]).as_data_source(split="train")
+        info = os.path.join(datasets, built[0], CACHE_VERSION, "dataset_info.json")
+        if not os.path.isfile(info):
+            raise ValueError(f"{info}: missing {DAMAGED.format(out_dir=out_dir)}")
+        try:
+            self._source = _builder(out_dir, self.cfg, built[0]).as_data_source(split="train")
+            shards = [(f.filename, f.take) for f in self._source.dataset_info.splits["train"].file_instructions]
+        except Exception as e:  # TFDS raises KeyError, RuntimeError, ... for a dataset_info.json it cannot use
+            raise ValueError(f"{info}: unreadable ({type(e).__name__}: {e}) {DAMAGED.format(out_dir=out_dir)}") from e
+        self._files = _check_records(shards, out_dir)
+        self._file_starts = np.cumsum([0] + [take for _, take in shards])
 
     def __len__(self) -> int:
         return int(self._starts[-1]) if self._parts is not None else len(self._source)
@@ -165,9 +228,17 @@ class ScenarioCache(Sequence):
             i = i % len(self)
             k = int(np.searchsorted(self._starts, i, side="right")) - 1
             return self._parts[k][i - int(self._starts[k])]
-        rec = self._source[i]
-        scene_id = _text(rec.pop("scene_id"))
-        return scene_id, Scenario(**{k: np.asarray(v) for k, v in rec.items()})
+        try:
+            rec = self._source[i]
+            scene_id = _text(rec.pop("scene_id"))
+            return scene_id, Scenario(**{k: np.asarray(v) for k, v in rec.items()})
+        except IndexError:
+            raise
+        except Exception as e:  # a damaged record: name its file
+            j = i % len(self) if -len(self) <= i < len(self) else i
+            k = max(int(np.searchsorted(self._file_starts, j, side="right")) - 1, 0)
+            raise ValueError(f"{self._files[min(k, len(self._files) - 1)]}: record {j - int(self._file_starts[k])} "
+                             f"unreadable ({type(e).__name__}: {e}) {DAMAGED.format(out_dir=self.out_dir)}") from e
 
     def names(self) -> list[str]:
         """Every scene id, in index order (from names.json; a cache built before it existed is read through)."""
@@ -176,8 +247,9 @@ class ScenarioCache(Sequence):
         if self._names is None:
             path = os.path.join(self.out_dir, NAMES)
             if os.path.exists(path):
-                with open(path) as f:
-                    self._names = json.load(f)
+                self._names = _read_json(path, self.out_dir)
+                if not isinstance(self._names, list):
+                    raise ValueError(f"{path}: expected a list of scene ids {DAMAGED.format(out_dir=self.out_dir)}")
             else:
                 self._names = [self[i][0] for i in range(len(self))]
             if len(self._names) != len(self):
