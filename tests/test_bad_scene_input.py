@@ -307,3 +307,26 @@ def test_a_damaged_cache_names_its_folder_and_the_file_at_fault(good_cache, tmp_
     with pytest.raises(ValueError, match=rf"{re.escape(str(out))}.*{file}.*{why}.*cache {re.escape(str(out))} is "):
         cache = ScenarioCache(str(out))
         cache.names(), cache[0]
+
+
+@pytest.mark.parametrize(
+    "goal, rule",
+    [
+        ({"x": float("nan"), "y": 2.0}, "nonfinite_goal"),
+        ({"x": 1.0, "y": float("inf")}, "nonfinite_goal"),
+        (None, "missing_goal"),
+        ({"x": None, "y": None}, "missing_goal"),
+        ("absent", "missing_goal"),
+        ({"x": None, "y": 2.0}, "partial_goal"),
+    ],
+)
+def test_a_goal_taken_from_the_log_is_a_reported_coercion(tmp_path, goal, rule):
+    """A NaN goalPosition.x (or no goalPosition) was silently replaced by the final logged position."""
+    data = _scene_json()
+    if goal == "absent":
+        del data["objects"][1]["goalPosition"]
+    else:
+        data["objects"][1]["goalPosition"] = goal
+    raw, notes = _read(tmp_path, data)
+    np.testing.assert_allclose(raw.goal[1], raw.log_xy[1, -1])
+    assert notes.coerced == {rule: [1]} and set(notes.coerced) <= set(common.COERCIONS)

@@ -63,6 +63,8 @@ MAX_ROAD_POINTS = 5_000_000  # road vertices of a scene once split into max_segm
 COERCIONS = {  # what a reader may coerce (ReadNotes.coerced: rule -> object indices in the file)
     "valid_as_number": "valid flags given as 0/1 numbers, read as false/true",
     "partial_goal": "a goalPosition with one coordinate null or missing: the final valid position is the goal",
+    "missing_goal": "no goalPosition (missing or null, or both coordinates null): the final valid position is the goal",
+    "nonfinite_goal": "a goalPosition with a NaN or infinite coordinate: the final valid position is the goal",
     "other_type": "a type other than vehicle / pedestrian / cyclist: read as 'other' (never controllable)",
 }
 

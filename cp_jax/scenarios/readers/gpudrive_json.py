@@ -5,7 +5,9 @@ Both generations of the layout are read: the newer one carries `scenario_id`, pe
 headings in unwrapped degrees (detected against the direction of motion, see
 `common.heading_unit`). Every value is checked for its JSON type (rule R0 of `common`: a number
 where a number is due, booleans or 0/1 for `valid`, strings for types): errors raise SceneError
-naming the file and the field, down to the value (e.g. objects[1].valid[4]).
+naming the file and the field, down to the value (e.g. objects[1].valid[4]). An object's goalPosition
+missing or null, with a coordinate null, or with a NaN / infinite coordinate is replaced by its final valid
+logged position, and reported (ReadNotes.coerced: missing_goal, partial_goal, nonfinite_goal).
 """
 
 from __future__ import annotations
@@ -128,15 +130,21 @@ def parse(data: dict, path: str) -> common.SceneParts:
         size[i] = (_number(_require(o, "length", w, path), path, f"{w}length"),
                    _number(_require(o, "width", w, path), path, f"{w}width"))
         g = o.get("goalPosition")
-        if g is not None:
+        if g is None:  # the final valid position stands in (common.assemble): reported
+            coerced.setdefault("missing_goal", []).append(i)
+        else:
             if not isinstance(g, dict):
                 _bad(path, f"{w}goalPosition", g, "an {x, y} object or null")
             xy_goal = [g.get(key) for key in "xy"]
             for key, v in zip("xy", xy_goal, strict=True):
                 if v is not None and type(v) not in _NUMBER:
                     _bad(path, f"{w}goalPosition.{key}", v, "a number or null")
-            if (xy_goal[0] is None) != (xy_goal[1] is None):
+            if xy_goal[0] is None and xy_goal[1] is None:
+                coerced.setdefault("missing_goal", []).append(i)
+            elif xy_goal[0] is None or xy_goal[1] is None:
                 coerced.setdefault("partial_goal", []).append(i)
+            elif not np.isfinite(xy_goal).all():  # NaN / Infinity, which json.load reads as numbers
+                coerced.setdefault("nonfinite_goal", []).append(i)
             goal[i] = [np.nan if v is None else v for v in xy_goal]
         kind = _require(o, "type", w, path)
         if not isinstance(kind, str):
