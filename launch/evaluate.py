@@ -74,7 +74,8 @@ def validate():
     try:
         bench = bench_config.BenchConfig(**{name: getattr(FLAGS, name) for name in BENCH_FLAGS})
         egos = [episodes.from_spec(p) for p in FLAGS.policy]
-    except ValueError as e:
+        bench.traffic()  # the traffic policies load
+    except (ValueError, OSError) as e:
         raise app.UsageError(str(e).replace("BenchConfig.", "--")) from None
     names = [e.name for e in egos]
     if len(set(names)) != len(names):

@@ -18,9 +18,9 @@ from launch import cli
 
 flags.DEFINE_string("policy", None, "a saved policy folder (cp_jax.policy.saved)")
 flags.DEFINE_list("styles", ["normal"], "named styles (conditions) to evaluate under")
-flags.DEFINE_integer("scenes", 28, "procedural scenes")
-flags.DEFINE_integer("seed", 100_000, "first scene seed")
-flags.DEFINE_integer("agents", 12, "agents placed per scene")
+flags.DEFINE_integer("scenes", 28, "procedural scenes", lower_bound=1)
+flags.DEFINE_integer("seed", 100_000, "first scene seed", lower_bound=0)
+flags.DEFINE_integer("agents", 12, "agents placed per scene", lower_bound=1)
 flags.DEFINE_bool("sampled", False, "sample actions instead of the argmax")
 flags.DEFINE_bool("mixed", False, "the styles mixed in every world, rotated so every agent drives under each "
                   "once (rl.evaluate.evaluate_mixed), instead of one world per style where every agent shares it")
@@ -35,6 +35,8 @@ def main(_):
     from cp_jax.sim import conditions
 
     with cli.checking():  # the styles and the policy, before any scene is built
+        if not FLAGS.styles:
+            raise ValueError(f"--styles: name at least one; known: {', '.join(sorted(conditions.STYLES))}")
         for style in FLAGS.styles:
             conditions.style(style)
         saved.load(FLAGS.policy)

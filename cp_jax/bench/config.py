@@ -49,6 +49,11 @@ class BenchConfig:
                 raise ValueError(f"BenchConfig.splits: unknown split {s!r}; known: {', '.join(suite.SPLITS)}")
         if not self.splits:
             raise ValueError("BenchConfig.splits: name at least one split")
+        if not self.regimes:
+            raise ValueError("BenchConfig.regimes: name at least one regime (or all)")
+        if not self.ego_styles:
+            raise ValueError("BenchConfig.ego_styles: name at least one style; known: "
+                             f"{', '.join(sorted(conditions.STYLES))}")
         try:
             episodes.regime_names(self.regimes)
         except ValueError as e:
@@ -62,9 +67,17 @@ class BenchConfig:
                 raise ValueError(f"BenchConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.figures < 0:
             raise ValueError(f"BenchConfig.figures must be >= 0, got {self.figures}")
-        if self.scenes not in suite.PROCEDURAL_SETS and not os.path.isdir(self.scenes):
-            raise ValueError(f"BenchConfig.scenes: {self.scenes!r} is neither a procedural set "
-                             f"({', '.join(suite.PROCEDURAL_SETS)}) nor a directory")
+        if self.scenes not in suite.PROCEDURAL_SETS:
+            if not os.path.isdir(self.scenes):
+                raise ValueError(f"BenchConfig.scenes: {self.scenes!r} is neither a procedural set "
+                                 f"({', '.join(suite.PROCEDURAL_SETS)}) nor a directory")
+            if not os.path.exists(os.path.join(self.scenes, "sim_config.json")):
+                raise ValueError(f"BenchConfig.scenes: {self.scenes!r} is not a scene cache (no sim_config.json; "
+                                 "convert scene files with launch.build_scenes)")
+            try:
+                suite.read_manifests(self.manifest_dir, self.splits)
+            except (ValueError, OSError) as e:
+                raise ValueError(f"BenchConfig.manifests: {e}") from None
         for key in self.needed_traffic():
             path = getattr(self, f"{'bc' if key == 'smart_bc' else key}_policy")
             if not os.path.isdir(path):
@@ -76,6 +89,11 @@ class BenchConfig:
     def regime_list(self) -> list[str]:
         return episodes.regime_names(self.regimes)
 
+    @property
+    def manifest_dir(self) -> str:
+        """The split manifests' folder of a cache's scenes: `manifests`, else CACHE/splits."""
+        return self.manifests or os.path.join(self.scenes, "splits")
+
     def needed_traffic(self) -> list[str]:
         """The traffic policies ("anchor", "ppo", "smart_bc") the regimes need."""
         return [k for k in episodes.TRAFFIC_POLICIES if any(episodes.REGIMES[r].policy == k for r in self.regime_list)]
@@ -84,14 +102,20 @@ class BenchConfig:
         """The traffic policies the regimes need, loaded."""
         from cp_jax.policy import saved
 
-        paths = dict(anchor=self.anchor_policy, ppo=self.ppo_policy, smart_bc=self.bc_policy)
-        return {k: episodes.from_saved(k, saved.load(paths[k])) for k in self.needed_traffic()}
+        out = {}
+        for k in self.needed_traffic():
+            field = f"{'bc' if k == 'smart_bc' else k}_policy"
+            try:
+                out[k] = episodes.from_saved(k, saved.load(getattr(self, field)))
+            except (ValueError, OSError) as e:
+                raise ValueError(f"BenchConfig.{field}: {e}") from None
+        return out
 
     def suite(self, egos) -> suite.Suite:
         """The scenes and split pairs (procedural scenes are built with the first learned policy's
         SimConfig among egos, else a 16-agent default)."""
         if self.scenes not in suite.PROCEDURAL_SETS:
-            return suite.cached_suite(self.scenes, self.manifests or os.path.join(self.scenes, "splits"), self.splits)
+            return suite.cached_suite(self.scenes, self.manifest_dir, self.splits)
         from cp_jax.sim.types import SimConfig
 
         learned = [d.sim for d in egos if d.sim is not None]

@@ -119,22 +119,37 @@ def procedural_suite(
     return Suite(names, bank, cfg, out)
 
 
+def read_manifests(manifests: str, split_names=SPLITS) -> dict[str, tuple[str, list]]:
+    """{split: (its manifest's path, [splits.Pair])} from `manifests/<split>.csv`; FileNotFoundError or
+    ValueError naming the file (and line) when one is missing or damaged, or when none names a pair."""
+    if not os.path.isdir(manifests):
+        raise FileNotFoundError(f"{manifests}: not a folder of split manifests (write them with launch.make_splits)")
+    out = {}
+    for split in split_names:
+        path = os.path.join(manifests, f"{split}.csv")
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: missing (write it with launch.make_splits)")
+        out[split] = (path, splits_lib.read_manifest(path))
+    if not any(pairs for _, pairs in out.values()):
+        raise ValueError(f"{manifests}: the manifests {list(split_names)} name no pairs")
+    return out
+
+
 def cached_suite(cache_dir: str, manifests: str, split_names=SPLITS) -> Suite:
     """A converted scene cache and the manifests `manifests/<split>.csv`. Only the scenes the manifests name
     are read: memory grows with the splits, not with the cache."""
     from cp_jax.scenarios import cache  # tensorflow-datasets only when a cache is read
 
     sc = cache.ScenarioCache(cache_dir)
-    manifests_read = {}
-    for split in split_names:
-        path = os.path.join(manifests, f"{split}.csv")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: missing (write it with launch.make_splits)")
-        manifests_read[split] = (path, splits_lib.read_manifest(path))
+    manifests_read = read_manifests(manifests, split_names)
     all_names = sc.names()
+    known = set(all_names)
+    for path, pairs in manifests_read.values():
+        unknown = sorted({p.scene_id for p in pairs} - known)
+        if unknown:
+            raise ValueError(f"{path}: scene ids not in the cache {cache_dir}: {unknown[:5]}"
+                             f"{' ...' if len(unknown) > 5 else ''} (manifests written for another cache?)")
     named = {p.scene_id for _, pairs in manifests_read.values() for p in pairs}
-    if not named:
-        raise ValueError(f"{manifests}: the manifests {list(split_names)} name no pairs")
     names, bank = sc.load_bank([i for i, n in enumerate(all_names) if n in named])
     out = {}
     for split, (path, pairs) in manifests_read.items():

@@ -44,6 +44,15 @@ def run_benchmark(egos, bench, out: str, progress: bool = True, figure_filter=No
 
     Written whole or not at all: every file goes to out/.partial first and is moved into out only when the
     run is complete (an interrupted run leaves out's earlier results as they were; report.html comes last)."""
+    try:
+        return _run(egos, bench, out, progress, figure_filter, curves, echo)
+    except BaseException:  # a run that failed leaves no staging folder (a killed one: the next run clears it)
+        shutil.rmtree(os.path.join(out, PARTIAL), ignore_errors=True)
+        raise
+
+
+def _run(egos, bench, out: str, progress: bool, figure_filter, curves, echo) -> list[dict]:
+    """run_benchmark's work."""
     final, out = out, os.path.join(out, PARTIAL)
     shutil.rmtree(out, ignore_errors=True)  # an earlier interrupted run's leftovers
     os.makedirs(out)

@@ -86,8 +86,12 @@ def plan(config, sweep) -> list[Cell]:
                     for s in styles if s not in bench.ego_styles}
     real = None
     if config.real.scenes:
-        real = dataclasses.replace(bench, scenes=config.real.scenes, manifests=config.real.manifests,
-                                   splits=tuple(config.real.splits), regimes=tuple(config.real.regimes), figures=0)
+        try:
+            real = dataclasses.replace(bench, scenes=config.real.scenes, manifests=config.real.manifests,
+                                       splits=tuple(config.real.splits), regimes=tuple(config.real.regimes),
+                                       figures=0)
+        except ValueError as e:
+            raise ValueError(str(e).replace("BenchConfig.", "config.real.")) from None
         unknown = set(config.real.variants) - set(config.table_i)
         if unknown:
             raise ValueError(f"config.real.variants: {sorted(unknown)} are not in config.table_i")
@@ -113,7 +117,12 @@ def plan(config, sweep) -> list[Cell]:
     for style, b in bench_deploy.items():
         if any(row.get(style) == "anchor" for _, row in sweep.TABLE_IV):
             benches.append(Cell("bench", f"bench_{style}/anchor", config=b, policy="anchor"))
-    return posts + benches
+    cells = posts + benches
+    unmatched = [p for p in config.only if not any(c.path.startswith(p) for c in cells)]
+    if unmatched:
+        raise ValueError(f"config.only: {unmatched} select no cell; cell paths look like {cells[0].path}, "
+                         f"{benches[0].path} (prefixes such as runs/, bench/, real/)")
+    return cells
 
 
 def done(out: str, cell: Cell) -> bool:
@@ -220,7 +229,7 @@ def run(config, sweep, out: str) -> str:
         todo = [c for c in todo if c not in waiting]
     limit = config.max_cells or len(todo)
     t0 = time.time()
-    print(f"results: {len(cells)} cells, {len(cells) - len(todo)} done; running {min(limit, len(todo))} now "
+    print(f"results: {len(cells)} cells, {sum(done(out, c) for c in cells)} done; running {min(limit, len(todo))} now "
           f"-> {out}", flush=True)
     for i, cell in enumerate(todo[:limit]):
         print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)

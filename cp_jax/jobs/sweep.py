@@ -39,9 +39,15 @@ def sweep_module(path: str | None = None):
     `path`, or experiments/sweep_small.py."""
     if not path:
         return importlib.import_module("experiments.sweep_small")
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"config.sweep_file: {path!r} is not a file (a sweep file such as "
+                                "experiments/sweep_small.py)")
     spec = importlib.util.spec_from_file_location("cp_jax_sweep_file", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # whatever the file raised, it is the file that is named
+        raise ValueError(f"config.sweep_file: {path!r} does not load ({type(e).__name__}: {e})") from None
     return module
 
 
@@ -49,6 +55,9 @@ def run_configs(config, sweep=None) -> dict[str, object]:
     """{VARIANT_sSEED: post-training ConfigDict} for the sweep's variants and seeds (sweep: the sweep
     file's module, default experiments/sweep_small.py)."""
     sweep = sweep or sweep_module()
+    if not config.variants or not config.seeds:
+        raise ValueError("config.variants and config.seeds: name at least one of each "
+                         f"(variants: {sorted(sweep.VARIANTS)})")
     unknown = set(config.variants) - set(sweep.VARIANTS)
     if unknown:
         raise ValueError(f"config.variants: unknown {sorted(unknown)}; known: {sorted(sweep.VARIANTS)}")
@@ -76,7 +85,8 @@ def resolve(config, sweep, test_set: bool = False):
     if not test_set:
         suite.refuse_test_set(bench.scenes, "config.bench.scenes")
     for style in config.deploy.styles:
-        conditions.style(style)  # raises, naming the style
+        if style not in conditions.STYLES:
+            raise ValueError(f"config.deploy.styles: unknown style {style!r}; known: {sorted(conditions.STYLES)}")
     if "normal" not in bench.ego_styles:
         raise ValueError("config.bench.ego_styles: Tables II and V read the normal ego style; include 'normal'")
     if config.deploy.styles and not set(config.deploy.splits) <= set(bench.splits):
