@@ -122,7 +122,7 @@ def test_truncated_latest_falls_back_to_previous(tmp_path, caplog):
 
 def test_only_corrupt_checkpoints_raise(tmp_path):
     (tmp_path / "4").mkdir()
-    with Checkpointer(tmp_path) as ckpt, pytest.raises(RuntimeError, match="no readable checkpoint"):
+    with Checkpointer(tmp_path) as ckpt, pytest.raises(ValueError, match="no readable checkpoint"):
         ckpt.restore(train_state(0))
 
 

@@ -3,7 +3,8 @@
 A checkpoint is one pytree of arrays (params, optimizer state, raw uint32 PRNG key data, counters) per step,
 written to `<directory>/<step>` by orbax's atomic tmp-dir + rename, so a reader never sees a half-written step.
 A killed save leaves `<step>.orbax-checkpoint-tmp-*`, which is not a step; it is ignored by `restore` and removed
-by the next `save`. A step directory that cannot be read (bogus, truncated) is skipped with a warning.
+by the next `save`. A step directory that cannot be read (bogus, truncated) is skipped with a warning; a folder
+with no readable step is refused (ValueError naming it).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ class Checkpointer:
         """(step, tree) for `step` (default: the newest readable one), shaped and typed like `like`; None if empty.
 
         `like` is a concrete or abstract (jax.ShapeDtypeStruct) pytree. With `step=None`, unreadable newer steps
-        are skipped with a warning; if no step is readable this raises. A mismatch with `like` always raises.
+        are skipped with a warning; if no step is readable this raises ValueError naming the folder. A mismatch
+        with `like` always raises.
         """
         _check_no_typed_keys(like, "Checkpointer.restore")
         target = jax.tree.map(_to_target, like)
@@ -127,7 +129,11 @@ class Checkpointer:
                                 type(e.__cause__).__name__, str(e.__cause__)[:300])
                 self._bad_steps.add(s)
                 errors.append(e)
-        raise RuntimeError(f"no readable checkpoint in {self.directory} (steps {steps})") from errors[0]
+        cause = errors[0].__cause__
+        first = " ".join(str(cause).split())[:200] if cause is not None else ""
+        raise ValueError(f"{self.directory}: no readable checkpoint (steps {steps} are damaged; step {steps[0]}: "
+                         f"{type(cause).__name__}: {first}); move the folder aside or start in a new --workdir"
+                         ) from errors[0]
 
     def close(self) -> None:
         """Release orbax's resources."""

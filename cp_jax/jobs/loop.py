@@ -11,9 +11,10 @@ evaluations (eval.jsonl, one line per evaluation keyed by `eval_key`). A resumed
 every log back to the restored step, so it writes the rest again exactly as an uninterrupted run
 would. A folder that holds checkpoints is resumed only under the config it was made with (every
 field but `SAFE_ON_RESUME`'s, which are printed as a note): another is refused before any file is
-touched. A step whose parameters or losses are not finite is never checkpointed: the run stops with
-`Diverged`, the last good checkpoint kept. In a multi-host run only process 0 writes files (orbax
-writes checkpoints from all).
+touched, and so is a folder holding anything else than a run (check_resume). A step whose
+parameters or losses are not finite is never checkpointed: the run stops with `Diverged`, the last
+good checkpoint kept. In a multi-host run only process 0 writes files (orbax writes checkpoints from
+all).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ FAULT_ENV = "CP_JAX_FAULT_KILL_AT"  # tests only: SIGKILL the process right afte
 # program is laid out over devices, never what is computed (dotted paths under the config's root).
 SAFE_ON_RESUME = frozenset({"train.progress", "train.log_every", "train.keep", "train.ckpt_every", "train.eval_every",
                             "train.devices"})
+# What a run folder holds before its first checkpoint (Run, and the jobs' own files written before it): a folder
+# with only these and the same config is that run stopped early, started again from scratch.
+RUN_START = frozenset({"run_info.json", "metrics.jsonl", "eval.jsonl", "tb", "checkpoints", "labels.json"})
 
 
 class Diverged(RuntimeError):
@@ -65,20 +69,60 @@ def config_changes(before: dict, now: dict, prefix: str = "") -> list[tuple[str,
     return out
 
 
+def _stored_config(path: str) -> dict:
+    """The config a run folder's run_info.json holds; ValueError naming the file when it is unreadable."""
+    try:
+        with open(path) as f:
+            info = json.load(f)
+    except (OSError, ValueError) as e:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise ValueError(f"{path}: unreadable ({e}), so the run's config cannot be compared with this one; "
+                         "start in a new --workdir") from None
+    if not isinstance(info, dict) or not isinstance(info.get("config"), dict):
+        raise ValueError(f"{path}: holds no 'config' section, so the run's config cannot be compared with this "
+                         "one; start in a new --workdir")
+    return info["config"]
+
+
 def check_resume(workdir: str, config, safe: frozenset[str] = SAFE_ON_RESUME) -> None:
-    """Refuse to resume a folder whose checkpoints were made under another config (its run_info.json): every
-    changed field but the `safe` ones, all named in one error; the safe ones are printed as a note. Nothing
-    happens for a folder without checkpoints (a fresh start)."""
-    info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
-    if not (os.path.exists(info) and os.path.isdir(ckpts) and os.listdir(ckpts)):
+    """Refuse a --workdir this run must not write into, before any file is touched (every refusal a
+    ValueError naming the folder or file):
+    - a file, not a folder;
+    - checkpoints without a readable run_info.json (the config they were made with cannot be compared);
+    - checkpoints made under another config (its run_info.json): every changed field but the `safe` ones, all
+      named in one error; the safe ones are printed as a note;
+    - no checkpoint but other files than those a run writes before its first one (`RUN_START`: an exported
+      policy, a finished run's outputs...), or those files from a run with another config (or none readable).
+    Nothing happens for a missing or empty folder, or the start of the same run stopped before its first
+    checkpoint (restarted from scratch)."""
+    if not os.path.exists(workdir):
         return
-    with open(info) as f:
-        stored = json.load(f).get("config", {})
-    changes = config_changes(stored, _plain(config))
+    if not os.path.isdir(workdir):
+        raise ValueError(f"{workdir}: a file, not a run folder; choose another --workdir")
+    names = set(os.listdir(workdir))
+    if not names:
+        return
+    info, ckpts = os.path.join(workdir, "run_info.json"), os.path.join(workdir, "checkpoints")
+    steps = sorted(n for n in os.listdir(ckpts) if n.isdigit()) if os.path.isdir(ckpts) else []
+    if steps:
+        if "run_info.json" not in names:
+            raise ValueError(f"{workdir} holds checkpoints (steps {', '.join(steps)}) but no run_info.json, so the "
+                             "config they were made with cannot be compared with this one; start in a new --workdir")
+        what = "checkpoints of a run"
+    else:
+        foreign = sorted(names - RUN_START)
+        if foreign:
+            raise ValueError(f"{workdir} holds files that are not a run's ({', '.join(foreign[:4])}"
+                             f"{', ...' if len(foreign) > 4 else ''}) and no checkpoint; choose a new or empty "
+                             "--workdir")
+        if "run_info.json" not in names:
+            raise ValueError(f"{workdir} holds files of a run ({', '.join(sorted(names))}) but no run_info.json "
+                             "and no checkpoint; choose a new or empty --workdir")
+        what = "the start of a run (no checkpoint yet)"
+    changes = config_changes(_stored_config(info), _plain(config))
     refused = [c for c in changes if c[0] not in safe]
     if refused:
         listed = "; ".join(f"config.{k}: {a!r} in the run, {b!r} now" for k, a, b in refused)
-        raise ValueError(f"{workdir} holds checkpoints of a run made with another config ({listed}); resume it with "
+        raise ValueError(f"{workdir} holds {what} made with another config ({listed}); resume it with "
                          "the same settings, or start in a new --workdir")
     for k, a, b in changes:
         print(f"note: resuming {workdir} with config.{k} = {b!r} (the run had {a!r}; it changes no result)")
@@ -151,7 +195,7 @@ class Run:
                     kept = (f"{self.workdir}/checkpoints keeps {self.eval_key} {good}, the last good one"
                             if good is not None else "no checkpoint was written")
                     raise Diverged(f"{self.eval_key} {done}: non-finite {bad} (the training diverged); not "
-                                   f"checkpointed: {kept}. Start again with a lower learning rate.")
+                                   f"checkpointed: {kept}. Start again in a new --workdir with a lower learning rate.")
                 self.ckpt.save(done, serialization.to_state_dict(state))
             if os.environ.get(FAULT_ENV) == str(done):  # fault injection for the resume tests: a real SIGKILL
                 os.kill(os.getpid(), signal.SIGKILL)
