@@ -26,6 +26,7 @@ from cp_jax.io.metrics import Progress, read_jsonl
 from cp_jax.jobs import config as config_lib
 from cp_jax.jobs import scenes as scenes_lib
 from cp_jax.jobs.loop import SAFE_ON_RESUME, Run, plot
+from cp_jax.jobs.train import check_real
 from cp_jax.policy import saved
 from cp_jax.rl import evaluate, opponent, ppo, shaping, spiced
 from cp_jax.sim import conditions, types
@@ -165,7 +166,10 @@ def resolve(config) -> Setup:
     if config.budget_steps < 0:
         raise ValueError(f"config.budget_steps must be >= 0 (agent-steps; 0: config.budget_frac of the anchor's "
                          f"training), got {config.budget_steps}")
-    anchor = saved.load(config.anchor)
+    try:
+        anchor = saved.load(config.anchor)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"config.anchor={config.anchor!r}: {e}") from None
     if anchor.net.cfg.lstm:
         raise ValueError(f"config.anchor={config.anchor!r}: an LSTM policy; post-training needs a feed-forward one")
     if config.budget_steps > 0:
@@ -210,6 +214,7 @@ def resolve(config) -> Setup:
             parallel.check_divisible(cp_cfg.max_failures, mesh, "config.counterplay.max_failures")
     scenes_lib.check(config.scenes)
     scenes_lib.check_groups(groups[1], mesh, config.scenes.train, f"config.{groups[0]}.bank_groups")
+    check_real(config.scenes, anchor.sim)  # a damaged real-scene cache is refused before any work
     return Setup(method, anchor, cp_cfg, ppo_cfg, shape, budget, config.budget_stop, groups, mesh)
 
 

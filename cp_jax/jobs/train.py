@@ -7,6 +7,7 @@ checkpoints, metric logs, held-out evaluation and a learning-curve PNG.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -35,10 +36,52 @@ class Setup(NamedTuple):
     net: networks.NetConfig
     shaping: shaping.Shaping
     mesh: Any = None  # the devices of config.train.devices (parallel.config_mesh)
+    start: saved.SavedPolicy | None = None  # config.init_from's policy, read and checked
+
+
+def check_real(sc, sim: types.SimConfig) -> None:
+    """A config's real-scene cache (config.scenes.real, if set) opens, its first and last scenes read and its
+    sizes fit `sim`; raises ValueError naming the field and the damaged file before any work."""
+    if not sc.get("real", ""):
+        return
+    from cp_jax.scenarios import cache as cache_lib  # tensorflow-datasets: only with a real-scene cache
+
+    where = f"config.scenes.real={sc.real!r}"
+    try:
+        real = cache_lib.ScenarioCache(sc.real)
+        if not len(real):
+            raise ValueError("holds no scene")
+        real[len(real) - 1]
+        cache_lib.bank_for(real.cfg, real[0][1], sim, where)  # its sizes, as scenes.load checks them
+    except Exception as e:  # noqa: BLE001 (TFDS / array_record raise many types for a damaged cache)
+        message = " ".join(str(e).split())
+        raise ValueError(message if message.startswith(where) else f"{where}: {message or type(e).__name__}") from None
+
+
+def check_start(path: str, net: networks.NetConfig, sim: types.SimConfig) -> saved.SavedPolicy:
+    """config.init_from's saved policy, read (cp_jax.policy.saved.load: files, finite parameters) and checked
+    to have config.net's network and parameter shapes under `sim`; raises ValueError naming the field."""
+    where = f"config.init_from={path!r}"
+    try:
+        start = saved.load(path)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"{where}: {e}") from None
+    if start.net.cfg != net:
+        raise ValueError(f"{where}: its network {start.net.cfg} differs from config.net {net}")
+    want = jax.eval_shape(lambda: networks.init_params(net, sim, jax.random.PRNGKey(0)))
+    fits = jax.tree.structure(start.params) == jax.tree.structure(want) and all(
+        a.shape == b.shape for a, b in zip(jax.tree.leaves(start.params), jax.tree.leaves(want), strict=True))
+    if not fits:
+        diff = [f"{f.name}={getattr(start.sim, f.name)!r} (now {getattr(sim, f.name)!r})"
+                for f in dataclasses.fields(sim) if getattr(start.sim, f.name) != getattr(sim, f.name)]
+        raise ValueError(f"{where}: its parameters do not fit config.sim (its sim_config.json has "
+                         f"{', '.join(diff[:4]) or 'the same fields'})")
+    return start
 
 
 def resolve(config) -> Setup:
-    """Static configs from an experiment ConfigDict; raises ValueError naming the bad field."""
+    """Static configs from an experiment ConfigDict (and config.init_from's policy, read); raises ValueError
+    naming the bad field or file."""
     sim = types.SimConfig(**config_lib.fields(types.SimConfig, config.sim, "sim"))
     net = config_lib.network(config.net, **({} if config.ppo.conditioned else {"condition": False}))
     if "total_updates" in config.ppo:
@@ -59,7 +102,9 @@ def resolve(config) -> Setup:
             raise ValueError("config.ppo.bc_coef > 0 needs config.ppo.bank_groups = 1 and no config.scenes.stream "
                              "(the logged batch is drawn from one fixed training bank)")
         spiced.check_config(config.get("human"))
-    return Setup(sim, ppo_cfg, net, shape, mesh)
+    check_real(config.scenes, sim)
+    start = check_start(config.init_from, net, sim) if config.get("init_from") else None
+    return Setup(sim, ppo_cfg, net, shape, mesh, start)
 
 
 @struct.dataclass
@@ -99,12 +144,8 @@ def train(config, workdir: str) -> dict[str, Any]:
     net = networks.ActorCritic(setup.net)
     params = types.default_params()
     start_params, ancestors = None, []
-    if config.get("init_from"):  # start from a saved policy's parameters (fresh optimiser)
-        start = saved.load(config.init_from)
-        if start.net.cfg != setup.net:
-            raise ValueError(f"config.init_from={config.init_from!r}: its network {start.net.cfg} differs "
-                             f"from config.net {setup.net}")
-        start_params = start.params
+    if setup.start is not None:  # start from a saved policy's parameters (fresh optimiser)
+        start_params = setup.start.params
         ancestors = run_info.lineage(config.init_from)  # eval.json records the whole lineage's transitions
     runner = ppo.start(net, setup.ppo, setup.sim, jax.random.PRNGKey(config.seed), train_bank, mesh,
                        params=start_params)
