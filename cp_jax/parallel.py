@@ -34,21 +34,47 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 AXIS = "data"
 
 
+def processes(coordinator: str = "", num_processes: int = 0, process_id: int = -1) -> tuple[str, int, int]:
+    """(coordinator, num_processes, process_id) of the run: the explicit arguments (0 / -1: not given), else
+    the JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID environment variables. Raises ValueError
+    naming the flag (and variable) when they do not describe one run: a process count below 1, a process
+    index outside [0, num_processes), or several processes without a coordinator (which would silently run
+    alone)."""
+    coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS", "")
+    try:
+        num_processes = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", "0"))
+        if process_id < 0:
+            process_id = int(os.environ.get("JAX_PROCESS_ID", "-1"))
+    except ValueError as e:
+        raise ValueError(f"multi-host: JAX_NUM_PROCESSES / JAX_PROCESS_ID must be integers ({e})") from None
+    if num_processes < 0 or (coordinator and num_processes < 1):
+        raise ValueError(f"--num_processes={num_processes} (or JAX_NUM_PROCESSES): must be >= 1, the number of "
+                         f"processes of the run{f' coordinated by {coordinator!r}' if coordinator else ''}")
+    if process_id >= 0 and not num_processes:
+        raise ValueError(f"--process_id={process_id} (or JAX_PROCESS_ID) needs --num_processes (the processes of "
+                         "the run) and --coordinator")
+    if num_processes == 1 and process_id < 0:
+        process_id = 0  # the only process
+    if num_processes and not 0 <= process_id < num_processes:
+        given = f"={process_id} (or JAX_PROCESS_ID)" if process_id >= 0 else " (or JAX_PROCESS_ID): required;"
+        raise ValueError(f"--process_id{given} this process's index must be in [0, {num_processes}) with "
+                         f"--num_processes={num_processes}")
+    if num_processes > 1 and not coordinator and os.environ.get("CP_JAX_DISTRIBUTED") != "auto":
+        raise ValueError(f"--num_processes={num_processes} needs --coordinator=HOST:PORT (or "
+                         "JAX_COORDINATOR_ADDRESS): process 0's address; without it every process would run alone")
+    return coordinator, num_processes, process_id
+
+
 def initialize(coordinator: str = "", num_processes: int = 0, process_id: int = -1) -> bool:
     """Join a multi-process run through jax.distributed. Returns True if one was joined.
 
     Explicit arguments win; otherwise the JAX_COORDINATOR_ADDRESS / JAX_NUM_PROCESSES / JAX_PROCESS_ID
-    environment variables; otherwise, on a TPU pod or under SLURM / Open MPI, jax.distributed's own
-    detection (CP_JAX_DISTRIBUTED=auto). With none of these it is a single-process run (False).
+    environment variables (checked by `processes`); otherwise, on a TPU pod or under SLURM / Open MPI,
+    jax.distributed's own detection (CP_JAX_DISTRIBUTED=auto). With none of these it is a single-process
+    run (False).
     """
-    coordinator = coordinator or os.environ.get("JAX_COORDINATOR_ADDRESS", "")
-    num_processes = num_processes or int(os.environ.get("JAX_NUM_PROCESSES", "0"))
-    if process_id < 0:
-        process_id = int(os.environ.get("JAX_PROCESS_ID", "-1"))
+    coordinator, num_processes, process_id = processes(coordinator, num_processes, process_id)
     if coordinator:
-        if num_processes < 1 or not 0 <= process_id < num_processes:
-            raise ValueError(f"multi-host: coordinator {coordinator!r} needs num_processes >= 1 and "
-                             f"0 <= process_id < num_processes, got {num_processes} and {process_id}")
         jax.distributed.initialize(coordinator, num_processes, process_id)
         return True
     if os.environ.get("CP_JAX_DISTRIBUTED") == "auto":
