@@ -13,6 +13,7 @@ import os
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 from flax import serialization
 
 from cp_jax.policy import networks
@@ -49,7 +50,8 @@ def _read_json(folder: str, name: str) -> dict:
 
 
 def load(folder: str) -> SavedPolicy:
-    """Read a saved policy; errors name the file and the field."""
+    """Read a saved policy; errors name the file and the field (parameters that are not all finite are
+    refused too)."""
     raw = _read_json(folder, "net_config.json")
     try:
         net_cfg = networks.NetConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
@@ -84,4 +86,10 @@ def load(folder: str) -> SavedPolicy:
                                 strict=True) if a.shape != b.shape]
     if bad:
         raise ValueError(f"{path}: parameter {jax.tree_util.keystr(bad[0][0])} has the wrong shape for net_config.json")
+    nonfinite = [(p, np.asarray(a)) for p, a in jax.tree.leaves_with_path(params) if not np.isfinite(a).all()]
+    if nonfinite:  # a diverged training's parameters: every action it takes is meaningless
+        p, a = nonfinite[0]
+        raise ValueError(f"{path}: non-finite parameters ({len(nonfinite)} of {len(jax.tree.leaves(params))} arrays "
+                         f"hold NaN or Inf, e.g. {jax.tree_util.keystr(p)}: {int((~np.isfinite(a)).sum())} of "
+                         f"{a.size} values); the policy is unusable: train or export it again")
     return SavedPolicy(networks.ActorCritic(net_cfg), params, sim_cfg)
