@@ -12,14 +12,14 @@ from launch import cli
 
 flags.DEFINE_string("workdir", None, "a finished launch.train_anchor run")
 flags.DEFINE_string("out", None, "destination folder")
-flags.DEFINE_bool("overwrite", False, "replace --out when it already holds files")
+flags.DEFINE_bool("overwrite", False, "replace --out when it already holds files (or is a file)")
 FLAGS = flags.FLAGS
 
 
 def main(_):
     from cp_jax.jobs.export_policy import export
 
-    with cli.checking():  # a missing or damaged WORKDIR/policy is refused before anything is copied
+    with cli.checking():  # a missing or damaged WORKDIR/policy or run_info.json is refused before anything is copied
         export(FLAGS.workdir, FLAGS.out, FLAGS.overwrite)
 
 
