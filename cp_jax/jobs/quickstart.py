@@ -5,7 +5,8 @@
 Generates a bank of procedural scenes (every layout kind), runs one batched, compiled episode per
 scene and controller (log replay, IDM, constant velocity, random policy actions), prints the outcome
 rates of the eligible agents (and the shipped anchor's, greedy, if config.anchor names one), and
-writes metrics.json, run_info.json (resolved config, git revision) and one PNG per scene (IDM paths).
+writes metrics.json, run_info.json (resolved config, git revision) and one PNG per scene (IDM paths), into
+OUT.partial moved to OUT when complete: an OUT that holds files (or is a file) is refused unless overwrite.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 
 import jax
@@ -28,22 +30,55 @@ CONTROLLERS = {"log": types.LOG, "idm": types.IDM, "const_vel": types.CONST_VEL,
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 
 
-def resolve(config) -> None:
-    """Validate the experiment before any work; raises ValueError naming the field."""
+def resolve(config):
+    """Validate the experiment before any work and read config.anchor's policy (None when it is empty);
+    raises ValueError naming the field."""
     unknown = set(config.controllers) - set(CONTROLLERS)
     if unknown:
         raise ValueError(f"config.controllers: unknown {sorted(unknown)}; known: {sorted(CONTROLLERS)}")
+    for field, what in (("scenes", "procedural scenes"), ("agents", "agents placed per scene")):
+        value = config[field]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"config.{field} must be an int >= 1 ({what}), got {value!r}")
     conditions.style(config.style)
     types.SimConfig(**config.sim.to_dict())  # a bad sim field fails here, before scene generation
+    if not config.anchor:
+        return None
+    from cp_jax.policy import saved
+
+    anchor = os.path.join(ROOT, config.anchor)
+    if not os.path.isdir(anchor):
+        raise ValueError(f"config.anchor={config.anchor!r}: no such folder (a saved policy, e.g. "
+                         "assets/anchors/conditioned_small; --config.anchor= to skip it)")
+    try:
+        return saved.load(anchor)
+    except (ValueError, OSError) as e:
+        raise ValueError(f"config.anchor={config.anchor!r}: {e}") from None
 
 
-def run(config, out: str) -> dict:
-    """The whole job (module docstring); returns what metrics.json holds."""
-    resolve(config)
+def check_out(out: str, overwrite: bool = False) -> None:
+    """Refuse an --out that is a file or holds files (an earlier quickstart's PNGs would mix with this one's)
+    unless overwrite; raises ValueError naming the flag."""
+    if os.path.exists(out) and not os.path.isdir(out) and not overwrite:
+        raise ValueError(f"--out={out}: a file, not a folder; pass --overwrite to replace it, or choose another --out")
+    if os.path.isdir(out) and os.listdir(out) and not overwrite:
+        raise ValueError(f"--out={out} holds files ({', '.join(sorted(os.listdir(out))[:4])}...); pass --overwrite "
+                         "to replace the folder, or choose another --out")
+
+
+def run(config, out: str, overwrite: bool = False) -> dict:
+    """The whole job (module docstring); returns what metrics.json holds. Written to OUT.partial and moved
+    into place when complete (check_out: an existing --out is replaced only with overwrite)."""
+    pol = resolve(config)
+    check_out(out, overwrite)
+    dest, out = os.path.normpath(out), os.path.normpath(out) + ".partial"
+    _remove(out)
     cond = conditions.style(config.style)
     write_run_info(out, config)
     t0 = time.perf_counter()
     raws = bank_lib.procedural_scenes(config.scenes, config.seed, config.agents)
+    if not raws:
+        raise ValueError(f"config.scenes={config.scenes}: no procedural scene generated")
     cfg = types.SimConfig(max_agents=max(16, max(r.num_objects for r in raws)), **config.sim.to_dict())
     bank = bank_lib.make_bank(raws, cfg)
     print(f"{len(raws)} procedural scenes in {time.perf_counter() - t0:.1f}s "
@@ -83,12 +118,9 @@ def run(config, out: str) -> dict:
         if name == "idm" or paths is None:
             paths, paths_of = np.asarray(xy), name
 
-    anchor = os.path.join(ROOT, config.anchor) if config.anchor else ""
-    if anchor and os.path.exists(anchor):  # the shipped anchor policy, greedy, same scenes
-        from cp_jax.policy import saved
+    if pol is not None:  # the shipped anchor policy, greedy, same scenes
         from cp_jax.rl import evaluate
 
-        pol = saved.load(anchor)
         acfg = dataclasses.replace(cfg, obs_road=pol.sim.obs_road, obs_partners=pol.sim.obs_partners,
                                    partner_radius=pol.sim.partner_radius)
         t1 = time.perf_counter()
@@ -105,5 +137,19 @@ def run(config, out: str) -> dict:
                    controllers=results, eligible_agents=int(eligible.sum()))
     with open(os.path.join(out, "metrics.json"), "w") as f:
         json.dump(summary, f, indent=2)
-    print(f"wrote {out}/metrics.json and {n} PNGs in {time.perf_counter() - t0:.1f}s")
+    old = dest + ".old"  # the replaced folder (or file) stays whole until the new one is in place
+    if os.path.lexists(dest):
+        _remove(old)
+        os.replace(dest, old)
+    os.replace(out, dest)
+    _remove(old)
+    print(f"wrote {dest}/metrics.json and {n} PNGs in {time.perf_counter() - t0:.1f}s")
     return summary
+
+
+def _remove(path: str) -> None:
+    """Delete a folder or file if there is one."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.remove(path)
