@@ -19,7 +19,9 @@ terms still find every nearby edge and lane (docs/measurements/real_scenes.md: 2
 
 Every scene is validated; a malformed file never stops the run: it is skipped (a line `skip SCENE:
 REASON` on stderr names the file and the field) and reported (cp_jax/jobs/convert.py). Ends with a one-line
-summary and writes report.json. Exits 1 when no scene converted (the reasons are in report.json).
+summary and writes report.json. Exits 1 when no scene converted (the reasons are in report.json). Counts
+below their minimum (--workers, --shards, --procedural_scenes, --agents >= 1, --seed >= 0) and an --out that
+is a file are usage errors (exit 2), before OUT is created.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from launch import cli
 flags.DEFINE_string("src", None, "folder of scene files (unused for --format=procedural)")
 flags.DEFINE_enum("format", "gpudrive_json", ["gpudrive_json", "tfexample", "procedural"], "input format")
 flags.DEFINE_string("out", None, "output folder (the cache and report.json)")
-flags.DEFINE_integer("procedural_scenes", 64, "scenes to generate for --format=procedural")
+flags.DEFINE_integer("procedural_scenes", 64, "scenes to generate for --format=procedural", lower_bound=1)
 flags.DEFINE_integer("max_agents", 128, "static object slots")
 flags.DEFINE_integer("max_road_segments", 4096, "static road segment slots")
 flags.DEFINE_integer("max_lanes", 512, "static lane slots")
@@ -42,12 +44,13 @@ flags.DEFINE_integer("log_steps", 91, "log steps every scene must have (shorter 
 flags.DEFINE_float("max_segment", None, "longest road segment in m (default: the readers' 10 m)")
 flags.DEFINE_integer("cell_edges", None, "road-edge candidates per grid cell (default: SimConfig's)")
 flags.DEFINE_integer("cell_lanes", None, "lane candidates per grid cell (default: SimConfig's)")
-flags.DEFINE_integer("seed", 0, "--format=procedural: scene i is drawn from seed + i")
-flags.DEFINE_integer("agents", 12, "--format=procedural: agents placed per scene")
+flags.DEFINE_integer("seed", 0, "--format=procedural: scene i is drawn from seed + i", lower_bound=0)
+flags.DEFINE_integer("agents", 12, "--format=procedural: agents placed per scene", lower_bound=1)
 flags.DEFINE_string("kinds", "", "--format=procedural: layout kinds cycled over the scenes, comma-separated "
                     "('' = the seven default kinds, ALL = every kind incl. highway)")
-flags.DEFINE_integer("workers", 1, "processes converting shards at once")
-flags.DEFINE_integer("shards", 0, "shards the input is cut into (0: one per worker; > 1 writes OUT/shards/)")
+flags.DEFINE_integer("workers", 1, "processes converting shards at once", lower_bound=1)
+flags.DEFINE_integer("shards", None, "shards the input is cut into (default: one per worker; > 1 writes OUT/shards/)",
+                     lower_bound=1)
 flags.DEFINE_string("files", "", "START:STOP: only these of --src's files, sorted by name (e.g. 0:10; '' = all)")
 FLAGS = flags.FLAGS
 
@@ -58,6 +61,8 @@ def main(_):
 
     cells = {k: getattr(FLAGS, k) for k in ("cell_edges", "cell_lanes") if getattr(FLAGS, k) is not None}
     try:  # the input is checked before anything is written
+        if os.path.exists(FLAGS.out) and not os.path.isdir(FLAGS.out):
+            raise ValueError(f"--out={FLAGS.out}: a file, not a folder (the cache and report.json)")
         cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments,
                               max_lanes=FLAGS.max_lanes, log_steps=FLAGS.log_steps, episode_steps=FLAGS.log_steps - 1,
                               **cells)

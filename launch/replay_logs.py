@@ -5,8 +5,9 @@ the objects' ids as in the file and the objects left out over --max_agents (cp_j
 
     python -m launch.replay_logs --src=../shared/data/womd_json --out=runs/replay [--png]
 
-A --src that is not a folder of *.json scenes is a usage error (exit 2, launch/cli.py); exits 1 when no
-scene could be replayed (the reasons are in replay.json).
+A --src that is not a folder of *.json scenes, or an --out already holding replay.json (without
+--overwrite), is a usage error (exit 2, launch/cli.py); exits 1 when no scene could be replayed (the
+reasons are in replay.json).
 """
 
 from __future__ import annotations
@@ -24,20 +25,23 @@ flags.DEFINE_string("out", "runs/replay", "output folder")
 flags.DEFINE_bool("png", False, "render each scene with its logged paths")
 flags.DEFINE_integer("max_agents", 128, "static object slots (objects beyond them are left out and reported)")
 flags.DEFINE_integer("max_road_segments", 4096, "static road segment slots")
+flags.DEFINE_bool("overwrite", False, "replace the replay.json an existing --out holds")
 FLAGS = flags.FLAGS
 
 
 def main(_):
-    from cp_jax.jobs.replay_logs import replay_logs
+    from cp_jax.jobs.replay_logs import check_out, replay_logs
     from cp_jax.sim import types
 
+    with cli.checking():
+        check_out(FLAGS.out, FLAGS.overwrite)
     if not os.path.isdir(FLAGS.src):
         cli.fail(f"--src={FLAGS.src}: not a folder (a folder of {FLAGS.format} scene files)")
     with cli.checking():
         cfg = types.SimConfig(max_agents=FLAGS.max_agents, max_road_segments=FLAGS.max_road_segments, max_lanes=512,
                               enable_idm=False, obs_partners=8, obs_road=32)
     with cli.checking():  # --src holds no *.json scene: nothing was written
-        summary = replay_logs(FLAGS.src, FLAGS.out, cfg, FLAGS.png)
+        summary = replay_logs(FLAGS.src, FLAGS.out, cfg, FLAGS.png, FLAGS.overwrite)
     for k, v in summary["groups"].items():
         off = "not checked" if v["offroad_rate"] is None else f"{100 * v['offroad_rate']:.2f}%"
         print(f"{k}: {v['objects']} objects, ever collided {100 * v['collided_rate']:.2f}%, ever off-road {off}")

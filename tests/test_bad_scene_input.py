@@ -330,3 +330,117 @@ def test_a_goal_taken_from_the_log_is_a_reported_coercion(tmp_path, goal, rule):
     raw, notes = _read(tmp_path, data)
     np.testing.assert_allclose(raw.goal[1], raw.log_xy[1, -1])
     assert notes.coerced == {rule: [1]} and set(notes.coerced) <= set(common.COERCIONS)
+
+
+def _good_scenes(tmp_path):
+    """read_scenes' iterator over one good scene file."""
+    from cp_jax.jobs import make_splits
+
+    src = tmp_path / "src"
+    src.mkdir(exist_ok=True)
+    _write(src, _scene_json(), "good.json")
+    return make_splits.read_scenes("gpudrive_json", str(src))
+
+
+def test_make_splits_refuses_before_reading_and_writes_nothing_when_nothing_was_read(tmp_path):
+    """--format=cache without --src was a TypeError; an --out that is a file a FileExistsError after the
+    work; 0 scenes read exited 0 with empty manifests; an --out holding manifests was overwritten."""
+    from cp_jax.jobs import make_splits
+
+    with pytest.raises(ValueError, match=r"--src: required with --format=cache"):
+        make_splits.read_scenes("cache", None)
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match=rf"--out={re.escape(str(tmp_path / 'afile'))}: a file"):
+        make_splits.check_out(str(tmp_path / "afile"))
+    bad = [("a.json", None, "SceneError: ..."), ("b.json", None, "SceneError: ...")]
+    with pytest.raises(make_splits.NothingRead, match=r"no scene read \(2 skipped"):
+        make_splits.write_splits(str(tmp_path / "none"), iter(bad), 5, 0)
+    assert not (tmp_path / "none").exists()
+    out = tmp_path / "splits"
+    make_splits.write_splits(str(out), _good_scenes(tmp_path), 5, 0)
+    assert sorted(os.listdir(out)) == sorted(make_splits.MANIFESTS)
+    with pytest.raises(ValueError, match=r"already holds all_pairs.csv, interactive.csv, random.csv: give --overwrite"):
+        make_splits.check_out(str(out))
+    make_splits.check_out(str(out), overwrite=True)
+
+
+def test_make_splits_moves_the_manifests_into_place_only_when_all_are_complete(tmp_path, monkeypatch):
+    """A failure while writing the third manifest left a new all_pairs.csv beside the old splits."""
+    from cp_jax.jobs import make_splits
+    from cp_jax.scenarios import splits
+
+    out = tmp_path / "splits"
+    make_splits.write_splits(str(out), _good_scenes(tmp_path), 5, 0)
+    before = {name: (out / name).read_bytes() for name in make_splits.MANIFESTS}
+    write = splits.write_manifest
+
+    def failing(path, pairs):
+        if os.path.basename(path).startswith(".random"):
+            raise OSError("disk full")
+        write(path, pairs)
+
+    monkeypatch.setattr(splits, "write_manifest", failing)
+    with pytest.raises(OSError, match="disk full"):
+        make_splits.write_splits(str(out), _good_scenes(tmp_path), 1, 0)
+    assert {name: (out / name).read_bytes() for name in make_splits.MANIFESTS} == before
+
+
+def test_replay_logs_and_scene_stats_refuse_an_out_holding_their_result(tmp_path, good_cache):
+    """replay.json and scene_stats.json were silently replaced; refused now before any scene is read (the
+    src below does not exist), unless overwrite."""
+    from cp_jax.jobs import replay_logs, scene_stats
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "replay.json").write_text("{}")
+    (out / "scene_stats.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"already holds replay.json: give --overwrite"):
+        replay_logs.replay_logs(str(tmp_path / "nowhere"), str(out), SMALL)
+    with pytest.raises(ValueError, match=r"--src='.*nowhere': not a folder"):  # past the check
+        replay_logs.replay_logs(str(tmp_path / "nowhere"), str(out), SMALL, overwrite=True)
+    with pytest.raises(ValueError, match=r"already holds scene_stats.json: give --overwrite"):
+        scene_stats.scene_stats({"x": ("cache", str(tmp_path / "nowhere"))}, str(out), SMALL)
+    with pytest.raises(ValueError, match=r"scene set '.*nowhere': not a folder"):
+        scene_stats.scene_stats({"x": ("cache", str(tmp_path / "nowhere"))}, str(out), SMALL, overwrite=True)
+    damaged = _damaged(good_cache, tmp_path, lambda _, c: (c / "sim_config.json").write_text("{"))
+    with pytest.raises(ValueError, match=r"sim_config.json: not valid JSON"):
+        scene_stats.scene_stats({"x": ("cache", str(damaged))}, str(out), SMALL, overwrite=True)
+    assert (out / "replay.json").read_text() == (out / "scene_stats.json").read_text() == "{}"
+
+
+@pytest.mark.parametrize("n, agents, seed, flag", [(0, 12, 0, "--procedural_scenes=0"), (2, 0, 0, "--agents=0"),
+                                                   (2, 3, -1, "--seed=-1")])
+def test_procedural_counts_below_their_minimum_are_refused_before_any_scene(n, agents, seed, flag):
+    """--procedural_scenes=0 and --agents=0 created OUT and ended 'no scene converted' (exit 1)."""
+    from cp_jax.jobs import convert
+
+    with pytest.raises(ValueError, match=rf"{flag}: must be >= "):
+        convert.sources("procedural", None, n, procedural=convert.Procedural(seed=seed, agents=agents))
+
+
+# launcher, arguments (W: a folder that must not be created), what the one usage line names
+USAGE = [
+    ("build_scenes", ["--src=W", "--out=W", "--workers=0"], "--workers=0"),
+    ("build_scenes", ["--format=procedural", "--out=W", "--shards=-1"], "--shards=-1"),
+    ("render_scenes", ["--out=W", "--seeds=5:2"], "--seeds=5:2: expected START:STOP with 0 <= START < STOP"),
+    ("render_scenes", ["--out=W", "--agents=0"], "--agents=0"),
+]
+
+
+def test_launcher_counts_and_ranges_are_one_usage_line(tmp_path):
+    """--workers=0 / --shards=-1 were accepted; --seeds=5:2 drew nothing with exit 0, --agents=0 was a
+    traceback (as --seeds=-2:-1, refused by the same check). Now one line with exit 2 naming the flag,
+    before W is created; four processes, two at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(k):
+        launcher, args, _ = USAGE[k]
+        work = tmp_path / f"w{k}"
+        return (*_run(f"launch.{launcher}", *(a.replace("=W", f"={work}") for a in args)), work)
+
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(one, range(len(USAGE))))
+    for (launcher, _, named), (code, text, work) in zip(USAGE, answers, strict=True):
+        lines = text.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith(f"launch.{launcher}: error: "), text[-2000:]
+        assert named in lines[0] and not work.exists(), lines[0]

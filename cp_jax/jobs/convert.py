@@ -55,7 +55,8 @@ def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
     """(scene id, thunk returning (RawScene, notes dict)) for every input scene; select: 'START:STOP' of
     the sorted files of src; max_segment: the longest road segment a reader emits (m; None: the
     readers' 10 m); part (k, n): only shard k of n (contiguous runs of the files, or of the procedural
-    scenes). Raises ValueError for a bad selection, folder or length (before anything is read)."""
+    scenes). Raises ValueError for a bad selection, folder or length, or a procedural count below its
+    minimum (before anything is read)."""
     if fmt not in FORMATS:
         raise ValueError(f"--format: unknown {fmt!r}; known: {', '.join(FORMATS)}")
     if max_segment is not None and not max_segment >= MIN_SEGMENT:
@@ -64,6 +65,10 @@ def sources(fmt: str, src: str | None, n_procedural: int, select: str = "",
         from cp_jax.scenarios.procedural import layouts
 
         layouts.check_kinds(procedural.kinds, "--kinds")
+        for flag, value, least in (("--procedural_scenes", n_procedural, 1), ("--agents", procedural.agents, 1),
+                                   ("--seed", procedural.seed, 0)):
+            if value < least:  # 0 scenes or agents converted nothing; a negative seed failed every scene
+                raise ValueError(f"{flag}={value}: must be >= {least}")
     return list(_sources(fmt, src, n_procedural, select, max_segment, procedural, part))
 
 

@@ -13,7 +13,12 @@ gpudrive_json: every *.json of src (sorted; files='START:STOP' keeps a slice of 
 file stem; a file that fails to read is skipped and listed with its error. procedural: that many
 scenes with seeds 0, 1, ... cycling through the layout kinds, scene_id = the scene's name. Writes
 all_pairs.csv (every eligible pair, in scene order), interactive.csv (top n by score) and random.csv
-(n sampled with seed). Definitions: cp_jax/scenarios/splits.py.
+(n sampled with seed), each under a temporary name first, all three moved into place once all are complete.
+Definitions: cp_jax/scenarios/splits.py.
+
+`check_out(out, overwrite)` refuses (ValueError) an out that is a file, or that already holds manifests
+unless overwrite, before any scene is read. write_splits raises NothingRead (a ValueError), writing
+nothing, when no scene was read or the scenes read hold no eligible pair.
 """
 
 from __future__ import annotations
@@ -25,11 +30,29 @@ import numpy as np
 from cp_jax.scenarios import splits
 
 FORMATS = ("gpudrive_json", "procedural", "cache")
+MANIFESTS = ("all_pairs.csv", "interactive.csv", "random.csv")
+
+
+class NothingRead(ValueError):
+    """No scene was read, or the scenes read hold no eligible pair: no manifest was written."""
+
+
+def check_out(out: str, overwrite: bool = False) -> None:
+    """Refuse (ValueError naming --out) an out that is not a folder, or that holds manifests unless overwrite."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out={out}: a file, not a folder (the manifests' folder)")
+    held = [m for m in MANIFESTS if os.path.exists(os.path.join(out, m))]
+    if held and not overwrite:
+        raise ValueError(f"--out={out}: already holds {', '.join(held)}: give --overwrite to replace them, "
+                         "or choose another folder")
 
 
 def read_scenes(fmt: str, src: str | None = None, files: str = "", procedural_scenes: int = 50):
     """An iterator of (scene id, RawScene, "") per scene read or (name, None, error) per scene skipped,
     reading one scene at a time; a bad folder or selection raises ValueError here, before any is read."""
+    if fmt in ("gpudrive_json", "cache") and not src:
+        raise ValueError(f"--src: required with --format={fmt} (the folder of "
+                         f"{'scene files' if fmt == 'gpudrive_json' else 'the scenario cache'})")
     if fmt == "gpudrive_json":
         from cp_jax.scenarios.readers.files import scene_files
 
@@ -80,7 +103,8 @@ def _procedural(n: int):
 
 def write_splits(out: str, scenes, n: int, seed: int) -> str:
     """Score the pairs of every scene of `scenes` (read_scenes' iterator; each skipped one printed), write the
-    three manifests into out and return the one-line summary (warnings of short splits are printed)."""
+    three manifests into out and return the one-line summary (warnings of short splits are printed).
+    Raises NothingRead, writing nothing, when no scene was read or they hold no eligible pair."""
     pairs, read, skipped = [], 0, 0
     for scene_id, raw, error in scenes:
         if raw is None:
@@ -89,15 +113,20 @@ def write_splits(out: str, scenes, n: int, seed: int) -> str:
             continue
         pairs += splits.score_scenes([raw], [scene_id])
         read += 1
+    if not read:
+        raise NothingRead(f"no scene read ({skipped} skipped, the reasons above): no manifest written to {out}")
+    if not pairs:
+        raise NothingRead(f"no eligible (scene, ego) pair in the {read} scenes read: no manifest written to {out}")
     interactive = splits.interactive_split(pairs, n)
     rand = splits.random_split(pairs, n, seed)
     for split in (interactive, rand):
         if split.warning:
             print(f"warning: {split.warning}")
     os.makedirs(out, exist_ok=True)
-    splits.write_manifest(os.path.join(out, "all_pairs.csv"), pairs)
-    splits.write_manifest(os.path.join(out, "interactive.csv"), interactive)
-    splits.write_manifest(os.path.join(out, "random.csv"), rand)
+    for name, manifest in zip(MANIFESTS, (pairs, interactive, rand), strict=True):
+        splits.write_manifest(os.path.join(out, f".{name}.tmp"), manifest)
+    for name in MANIFESTS:  # all three complete: moved into place
+        os.replace(os.path.join(out, f".{name}.tmp"), os.path.join(out, name))
 
     def mean(ps):
         return float(np.mean([p.score for p in ps])) if ps else float("nan")

@@ -58,10 +58,20 @@ def _group_checks_offroad(name: str) -> bool:
     return name not in {types.OBJECT_TYPES[k] for k in OFFROAD_UNCHECKED}
 
 
-def replay_logs(src: str, out: str, cfg: types.SimConfig, png: bool = False) -> dict:
+def check_out(out: str, overwrite: bool = False) -> None:
+    """Refuse (ValueError naming --out) an out that is a file, or that holds a replay.json unless overwrite."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out={out}: a file, not a folder (where replay.json is written)")
+    if os.path.exists(os.path.join(out, "replay.json")) and not overwrite:
+        raise ValueError(f"--out={out}: already holds replay.json: give --overwrite to replace it, "
+                         "or choose another folder")
+
+
+def replay_logs(src: str, out: str, cfg: types.SimConfig, png: bool = False, overwrite: bool = False) -> dict:
     """Replay every *.json scene of src (module docstring); returns the summary written to replay.json
     (summary["replayed"] == 0: nothing was replayed). Raises ValueError when src is not a folder of
-    *.json files (before anything is written)."""
+    *.json files, or out is refused (check_out), before anything is written."""
+    check_out(out, overwrite)
     paths = scene_files(src, "*.json")
     params = types.default_params()
 

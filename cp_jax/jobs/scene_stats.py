@@ -10,7 +10,9 @@ A set is ("procedural", n) or ("procedural", n, kinds): the anchor's n training 
 kinds, default the default cycle, as config.scenes.kinds), or
 ("cache", folder): a converted scene cache (launch.build_scenes). Writes out/scene_stats.json
 ({set: {statistic: {n, mean, p10, p50, p90}}}) and out/scene_stats.png (one panel per statistic, a
-density histogram per set).
+density histogram per set), each under a temporary name moved into place once complete. An out that is a
+file, or that already holds scene_stats.json (unless overwrite), is refused before any set is read
+(check_out); a damaged cache raises ValueError naming the file at fault (cache.ScenarioCache).
 """
 
 from __future__ import annotations
@@ -42,9 +44,20 @@ def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes", kin
     raise ValueError(f"scene set kind {kind!r}: expected 'procedural' or 'cache'")
 
 
-def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cache/cp_jax/scenes") -> dict:
+def check_out(out: str, overwrite: bool = False) -> None:
+    """Refuse (ValueError naming --out) an out that is a file, or that holds scene_stats.json unless overwrite."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out={out}: a file, not a folder (where scene_stats.json is written)")
+    if os.path.exists(os.path.join(out, "scene_stats.json")) and not overwrite:
+        raise ValueError(f"--out={out}: already holds scene_stats.json: give --overwrite to replace it, "
+                         "or choose another folder")
+
+
+def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cache/cp_jax/scenes",
+                overwrite: bool = False) -> dict:
     """{set name: summary} for sets {name: (kind, arg[, kinds])} (module docstring); procedural sets are built with
-    sim (the policy's SimConfig); writes out's files."""
+    sim (the policy's SimConfig); writes out's files (check_out first)."""
+    check_out(out, overwrite)
     values = {}
     for name, (kind, arg, *kinds) in sets.items():
         bank, cfg = load_set(kind, arg, sim, cache_dir, *kinds)
@@ -55,7 +68,8 @@ def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cach
     with open(tmp, "w") as f:
         json.dump(summary, f, indent=1)
     os.replace(tmp, os.path.join(out, "scene_stats.json"))
-    _figure(values, os.path.join(out, "scene_stats.png"))
+    _figure(values, os.path.join(out, ".scene_stats.tmp.png"))
+    os.replace(os.path.join(out, ".scene_stats.tmp.png"), os.path.join(out, "scene_stats.png"))
     return summary
 
 
