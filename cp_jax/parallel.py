@@ -56,7 +56,7 @@ def processes(coordinator: str = "", num_processes: int = 0, process_id: int = -
     if num_processes == 1 and process_id < 0:
         process_id = 0  # the only process
     if num_processes and not 0 <= process_id < num_processes:
-        given = f"={process_id} (or JAX_PROCESS_ID)" if process_id >= 0 else " (or JAX_PROCESS_ID): required;"
+        given = f"={process_id} (or JAX_PROCESS_ID):" if process_id >= 0 else " (or JAX_PROCESS_ID): required;"
         raise ValueError(f"--process_id{given} this process's index must be in [0, {num_processes}) with "
                          f"--num_processes={num_processes}")
     if num_processes > 1 and not coordinator and os.environ.get("CP_JAX_DISTRIBUTED") != "auto":
