@@ -59,6 +59,18 @@ def _data(tmp: str) -> None:
         sim = json.load(f)
     with open(os.path.join(tmp, "wide", "sim_config.json"), "w") as f:
         json.dump(dict(sim, max_agents=32), f)
+    shutil.copytree(os.path.join(ROOT, "assets/anchors/ppo_small"), os.path.join(tmp, "nan_policy"))
+    from flax import serialization
+
+    path = os.path.join(tmp, "nan_policy", "params.msgpack")
+    with open(path, "rb") as f:
+        params = serialization.msgpack_restore(f.read())
+    import jax
+    import numpy as np
+
+    with open(path, "wb") as f:
+        f.write(serialization.msgpack_serialize(jax.tree.map(lambda a: np.full_like(a, np.nan), params)))
+    open(os.path.join(tmp, "a_file"), "w").close()
     shutil.copytree(os.path.join(ROOT, "assets/anchors/ppo_small"), os.path.join(tmp, "damaged"))
     with open(os.path.join(tmp, "damaged", "params.msgpack"), "r+b") as f:
         f.truncate(1000)
@@ -91,6 +103,32 @@ def probes(tmp: str) -> list:
         return Probe("evaluate_killed", "launch.evaluate --overwrite into an earlier evaluation, killed mid-run",
                      [*ev, "--overwrite", f"--out={t('ev')}"], "-9", "", same,
                      kill_when=t("ev", ".partial", "pairs.json"))
+
+    def truncated_cache():
+        if not os.path.exists(t("o2", "sim_config.json")):
+            _run([*BUILD, f"--src={t('vertex')}", f"--out={t('o2')}"])
+        shutil.copytree(t("o2"), t("c_trunc"))
+        records = [os.path.join(d, n) for d, _, ns in os.walk(t("c_trunc")) for n in ns if "array_record" in n]
+        with open(records[0], "r+b") as f:
+            f.truncate(os.path.getsize(records[0]) // 2)
+        return Probe("cache_truncated", "make_splits on a scene cache whose record file is truncated",
+                     ["launch.make_splits", "--format=cache", f"--src={t('c_trunc')}", f"--out={t('ms_trunc')}"],
+                     "!0", "is damaged", lambda: f"{t('ms_trunc')} written" if os.path.exists(t("ms_trunc")) else "")
+
+    def splits_made():
+        _run(["launch.make_splits", f"--src={t('vertex')}", f"--out={t('ms')}"])
+        before = open(t("ms", "random.csv"), "rb").read()
+        return Probe("splits_out", "make_splits into an --out that holds manifests",
+                     ["launch.make_splits", f"--src={t('vertex')}", f"--out={t('ms')}"], "2", "already holds",
+                     _same(t("ms", "random.csv"), before))
+
+    def exported_workdir():
+        shutil.copytree(os.path.join(ROOT, "assets/anchors/ppo_small"), t("exported"))
+        return Probe("workdir_foreign", "train_anchor with --workdir = an exported policy folder",
+                     [*train, "--config.train.total_updates=2", f"--workdir={t('exported')}"], "!0",
+                     "holds files that are not a run's",
+                     lambda: "" if sorted(os.listdir(t("exported"))) == sorted(
+                         os.listdir(os.path.join(ROOT, "assets/anchors/ppo_small"))) else "files added or removed")
 
     def trained():
         _run([*train, "--config.train.total_updates=2", f"--workdir={t('run')}"])
@@ -148,6 +186,24 @@ def probes(tmp: str) -> list:
         Probe("diverged", "training that diverges (NaN loss / parameters)",
               [*train, "--config.train.total_updates=4", "--config.ppo.lr=1e12", f"--workdir={t('nan')}"], "!0",
               "non-finite", lambda: f"{t('nan')}/policy written" if os.path.exists(t("nan", "policy")) else ""),
+        # Beyond the table: the red-team probes of session 33, one per cause.
+        Probe("out_is_file", "build_scenes with --out naming an existing file",
+              [*BUILD, f"--src={t('vertex')}", f"--out={t('a_file')}"], "!0", "a_file"),
+        ("cache_truncated", truncated_cache),
+        ("splits_out", splits_made),
+        ("workdir_foreign", exported_workdir),
+        Probe("nan_policy", "a policy whose parameters are NaN", ["launch.evaluate_policy",
+                                                                   f"--policy={t('nan_policy')}"], "2",
+              "non-finite parameters"),
+        Probe("multihost", "train_anchor --num_processes=2 --process_id=5 (no coordinator)",
+              [*train, "--num_processes=2", "--process_id=5", f"--workdir={t('mh')}"], "2", "--process_id",
+              lambda: f"{t('mh')} created" if os.path.exists(t("mh")) else ""),
+        Probe("empty_regimes", "launch.evaluate --regimes= (none)", [*ev[:2], "--regimes=", *ev[3:],
+                                                                      f"--out={t('ev_none')}"], "2",
+              "name at least one regime"),
+        Probe("results_only", "launch.results --config.only naming no cell",
+              ["launch.results", f"--out={t('res')}", "--config.only=('bogus/cell',)"], "!0", "select no cell",
+              lambda: f"{t('res')} written" if os.path.exists(t("res", "run_info.json")) else ""),
         Probe("sim_params", "SimParams with actuator_lag 0",
               ["-c", "from cp_jax.sim import types; types.default_params(actuator_lag=0)"], "!0",
               "SimParams.actuator_lag must be in (0, 1]"),
