@@ -177,3 +177,6 @@ def test_training_curve_pools_alternating_updates_by_their_episodes():
     np.testing.assert_allclose(y, (20 * 1.0 + 280 * 0.9) / 300)
     x, y, k = html_report._pooled([dict(agent_steps=i, record_goal_rate=0.5) for i in range(100)], "record_goal_rate")
     assert k == 5 and len(x) == 20 and np.allclose(y, 0.5)  # no episode counts: unweighted
+    rows.append(dict(agent_steps=31000, episodes=3.0, goal_rate=1.0))  # a last update alone: joins the window before
+    x, y, k = html_report._pooled(rows, "goal_rate")
+    assert len(x) == 15 and x[-1] == 31000 and y[-1] == (20 * 1.0 + 280 * 0.9 + 3 * 1.0) / 303

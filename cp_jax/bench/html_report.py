@@ -157,18 +157,22 @@ def regime_chart(records: list[dict]) -> str:
 
 def _pooled(rows: list[dict], key: str, points: int = 20) -> tuple[np.ndarray, np.ndarray, int]:
     """rows' rate `key` pooled over non-overlapping windows of k >= 2 consecutive updates (at most
-    `points` windows), weighted by each update's finished episodes where rows count them: finished
-    episodes come in waves (a short update may finish a few early goals, the next the timeouts), so one
-    update's rate alternates. Returns (agent-steps at each window's end [W], rate [W], k)."""
+    `points` windows; a shorter last one joins the one before), weighted by each update's finished
+    episodes where rows count them: finished episodes come in waves (a short update may finish a few
+    early goals, the next the timeouts), so one update's rate alternates. Returns (agent-steps at each
+    window's end [W], rate [W], k)."""
     k = max(2, -(-len(rows) // points))
+    starts = list(range(0, len(rows), k))
+    if len(starts) > 1 and len(rows) - starts[-1] < k:
+        starts.pop()  # a short last window joins the one before it
     xs, ys = [], []
-    for i in range(0, len(rows), k):
-        win = [r for r in rows[i:i + k] if r.get(key) is not None]
+    for i, end in zip(starts, [*starts[1:], len(rows)], strict=True):
+        win = [r for r in rows[i:end] if r.get(key) is not None]
         if not win:
             continue
         w = np.array([r.get("episodes", 1.0) for r in win], float)
         y = np.array([r[key] for r in win], float)
-        xs.append(rows[min(i + k, len(rows)) - 1]["agent_steps"])
+        xs.append(rows[end - 1]["agent_steps"])
         ys.append(float(np.sum(w * y) / np.sum(w)) if np.sum(w) > 0 else np.nan)
     return np.array(xs, float), np.array(ys, float), k
 
