@@ -76,6 +76,16 @@ def test_discrete_grid_roundtrip():
     assert float(a45) == 0.0 and float(s45) == 0.0
 
 
+def test_lowest_acceleration_is_the_emergency_brake():
+    """The grid is linspace(-4, 4, 7) but for its lowest value, -max_brake (8 m/s^2 by default); max_brake=4
+    is the plain grid; below 4 the grid would not increase and is refused."""
+    plain = np.linspace(-4, 4, 7)
+    np.testing.assert_allclose(types.default_params().accel_grid, [-8.0, *plain[1:]], atol=1e-6)
+    np.testing.assert_allclose(types.default_params(max_brake=4).accel_grid, plain, atol=1e-6)
+    with pytest.raises(ValueError, match="max_brake must be in"):
+        types.default_params(max_brake=3.0)
+
+
 @pytest.mark.parametrize("steer", [-0.8, -0.2, 0.0, 0.4, 0.9])
 def test_inverse_is_exact_for_the_model(steer):
     length = jnp.array([4.5])

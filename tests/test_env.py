@@ -367,12 +367,12 @@ def test_braking_stops_and_holds_without_a_reverse_gear():
     actuator's state is what the car did (0 at rest, so it can pull away at once). With the default
     reverse gear (max_reverse 5) the same commands roll it backwards."""
     sc, s0 = _reset(straight_road([(20, -2, 0, 3.0)], goals=[(400, -2)], length=500, steps=91))
-    brake = const_policy(0 * 13 + 6)  # accel -4, steer 0
+    brake = const_policy(0 * 13 + 6)  # the lowest accel (the emergency brake, -8), steer 0
     no_reverse = types.default_params(max_reverse=0.0)
     _, tr = roll(brake, None, s0, sc, no_reverse, CFG, 30)
     v, acc = np.asarray(tr.state.speed[:, 0]), np.asarray(tr.state.accel[:, 0])
     assert v.min() == 0.0 and v[-1] == 0.0 and bool(tr.state.alive[-1, 0])
-    assert acc[-1] == 0.0 and np.all(acc >= -4.0)
+    assert acc[-1] == 0.0 and np.all(acc >= -8.0)
     go = jnp.full((CFG.max_agents,), 4 * 13 + 6, jnp.int32)  # accel +1.33 from rest
     s_go, _ = env.step(jax.tree.map(lambda x: x[-1], tr.state), go, sc, no_reverse, CFG)
     assert float(s_go.speed[0]) == pytest.approx(0.1 * 0.3 * 4.0 / 3.0, rel=1e-4)

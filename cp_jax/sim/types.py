@@ -337,11 +337,18 @@ def _grid(limit: float, n: int, name: str) -> np.ndarray:
 
 def default_params(
     num_accel: int = 7, num_steer: int = 13, actuator_lag: float = 0.3, max_lat_accel: float = 8.0,
-    max_reverse: float = 5.0, **idm_overrides
+    max_reverse: float = 5.0, max_brake: float = 8.0, **idm_overrides
 ) -> SimParams:
-    """Default values: accel in linspace(-4, 4, 7) m/s^2, steer in linspace(-1, 1, 13) rad; the
-    actuator follows commands with lag 0.3 per step and full lock reaches at most 8 m/s^2 lateral
+    """Default values: accel in linspace(-4, 4, 7) m/s^2 with its lowest value an emergency brake of
+    -max_brake (-8, -2.67, -1.33, 0, 1.33, 2.67, 4), steer in linspace(-1, 1, 13) rad; the actuator
+    follows commands with lag 0.3 per step and full lock reaches at most 8 m/s^2 lateral
     (`actuator_lag=1, max_lat_accel=inf`: the classic bicycle driven directly by the command).
+
+    Why the emergency brake (since session 33; max_brake=4 is the plain grid every policy before b80
+    was trained on): with -4 m/s^2 through the actuator's lag a policy could not stop for a goal or a
+    queue ahead at highway speeds that the IDM driver (8 m/s^2, no lag) and real cars (~8-9 m/s^2)
+    manage; fine-tuned with it, the anchor's real-road off-road rate fell from 6.2 / 4.0 / 5.1% to
+    2.3 / 2.3 / 1.7% (docs/measurements/real_scenes.md, b80).
     Every value is checked (PARAM_RULES; odd grids with 0 in the middle); a bad one raises ValueError
     naming it and its allowed values.
 
@@ -354,8 +361,13 @@ def default_params(
     (`dynamics.settle`). The default keeps a reverse gear: without one, self-play PPO settled into
     standing still (docs/log/anchor_runs.csv, run b5: 0.2 training goal rate at 2.7 M steps vs 0.6 with it).
     """
+    if not (isinstance(max_brake, int | float) and 4.0 <= max_brake <= 20.0):
+        raise ValueError(f"default_params: max_brake must be in [4, 20] m/s^2 (4: the plain grid, no emergency "
+                         f"brake), got {max_brake!r}")
+    accel = _grid(4.0, num_accel, "num_accel")
+    accel[0] = -float(max_brake)
     values = dict(wheelbase_frac=0.6, max_speed=40.0, max_reverse=max_reverse,
-                  accel_grid=_grid(4.0, num_accel, "num_accel"), steer_grid=_grid(1.0, num_steer, "num_steer"),
+                  accel_grid=accel, steer_grid=_grid(1.0, num_steer, "num_steer"),
                   actuator_lag=actuator_lag, max_lat_accel=max_lat_accel)
     _check_values(values)
     return SimParams(idm=default_idm(**idm_overrides), **{k: jnp.asarray(v, jnp.float32) for k, v in values.items()})
