@@ -93,14 +93,14 @@ def test_policies_see_the_road_view_they_were_trained_with_and_undrivable_pairs_
 
 
 def test_goals_out_of_reach_are_the_ones_full_braking_in_the_simulator_misses():
-    """A car on a straight road at 25 m/s, its goal 10, 20, 33 or 45 m ahead (normal style: within 2 m at
-    <= 20 m/s). Driven by the simulator itself at full braking from the first step, it passes the first two
-    goals too fast and reaches the last two; goal_reach says the same (turning within the steering's limit
+    """A car on a straight road at 25 m/s, its goal 8, 14, 28 or 45 m ahead (normal style: within 2 m at
+    <= 20 m/s). Driven by the simulator itself at full braking (the grid's emergency brake, -8 m/s^2) from
+    the first step, it passes the first two goals too fast and reaches the last two; goal_reach says the same (turning within the steering's limit
     would not bring it back to the first two in time), and drivable keeps all
     four pairs and lists the first two as out of reach (none under the aggressive style's 30 m/s)."""
     from tests.worlds import straight_road
 
-    ahead = [10.0, 20.0, 33.0, 45.0]
+    ahead = [8.0, 14.0, 28.0, 45.0]
     cfg = types.SimConfig(max_agents=2, max_road_segments=256, max_lanes=4, obs_road=8, log_steps=31,
                           episode_steps=30, grid_size=8)
     scenes = [build_scenario(straight_road([(10.0, -2.0, 0.0, 25.0)], goals=[(10.0 + d, -2.0)], length=400.0,
