@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #31 on one accelerator, in one call: the shipped anchor's real-roads stages (b73 + b74,
+# Issue #31 on one accelerator, in one call: the shipped anchor's real-roads stages (b73 + b80,
 # assets/anchors/conditioned_small/README.md: from b41, eight layout kinds incl. highway, 448 scenes, log
 # replay 0.6, time-to-collision cost 1) run as one stage of 1800 updates over three seeds (rec_s*), and the
 # same recipe scaled up (512 scenes stepped at once, 8 minibatches, 200 updates: ~74 M agent-steps each)

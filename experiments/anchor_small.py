@@ -49,7 +49,7 @@ def get_config() -> ml_collections.ConfigDict:
     # Training-only shaping of the shipped anchor (rl/shaping.py; PPO-Continue continues with it): progress
     # along the lane route towards the goal (every stage); a collision costs (1 + 8 alpha_coll / 3) alpha_coll
     # and a comfort violation 0.3 alpha_comfort (its last two stages, b40 and b41; its first, b24, ran with
-    # collision_gain=0, gain_by_weight=False, comfort_scale=1.0). Its real-road stages (b73, b74) add
+    # collision_gain=0, gain_by_weight=False, comfort_scale=1.0). Its real-road stages (b73, b80) add
     # --config.shaping.ttc_gain=1 with eight kinds, 448 scenes and log_frac 0.6 as flags
     # (assets/anchors/conditioned_small/README.md, docs/measurements/real_scenes.md).
     c.shaping = ml_collections.ConfigDict(dict(progress_per_m=0.08, collision_gain=8.0, gain_by_weight=True,

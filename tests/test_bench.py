@@ -95,9 +95,10 @@ def test_policies_see_the_road_view_they_were_trained_with_and_undrivable_pairs_
 def test_goals_out_of_reach_are_the_ones_full_braking_in_the_simulator_misses():
     """A car on a straight road at 25 m/s, its goal 8, 14, 28 or 45 m ahead (normal style: within 2 m at
     <= 20 m/s). Driven by the simulator itself at full braking (the grid's emergency brake, -8 m/s^2) from
-    the first step, it passes the first two goals too fast and reaches the last two; goal_reach says the same (turning within the steering's limit
-    would not bring it back to the first two in time), and drivable keeps all
-    four pairs and lists the first two as out of reach (none under the aggressive style's 30 m/s)."""
+    the first step, it passes the first two goals too fast and reaches the last two; goal_reach says the
+    same (turning within the steering's limit would not bring it back to the first two in time), and
+    drivable keeps all four pairs and lists the first two as out of reach (none under the aggressive
+    style's 30 m/s)."""
     from tests.worlds import straight_road
 
     ahead = [8.0, 14.0, 28.0, 45.0]
