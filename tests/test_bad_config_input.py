@@ -182,6 +182,9 @@ def test_workdir_that_is_not_this_run_is_refused_before_anything_is_written(tmp_
     (start / "run_info.json").write_text(info)
     (start / "metrics.jsonl").write_text("")
     loop.check_resume(str(start), _tiny_config())
+    (start / "run_info.json.tmp").write_text('{"conf')  # writes a kill interrupted: still the same run's start
+    (start / "metrics.jsonl.tmp").write_text("")
+    loop.check_resume(str(start), _tiny_config())
     with pytest.raises(ValueError, match=r"the start of a run \(no checkpoint yet\) made with another config "
                                          r"\(config.ppo.lr: 0.001 in the run, 0.0005 now\)"):
         loop.check_resume(str(start), ml_collections.ConfigDict(dict(seed=0, ppo=dict(lr=5e-4),

@@ -367,3 +367,17 @@ def test_console_prints_a_record_as_the_jobs_line():
     rec = lambda level: logging.LogRecord("absl", level, __file__, 1, "%d training scenes", (112,), None)  # noqa: E731
     assert fmt.format(rec(logging.INFO)) == "112 training scenes"
     assert fmt.format(rec(logging.WARNING)) == "warning: 112 training scenes"
+
+
+def test_run_info_is_written_whole(tmp_path):
+    """run_info.json goes to a .tmp and is renamed into place: a kill mid-write never leaves a half file that a
+    resume would have to refuse."""
+    import json
+
+    import ml_collections
+
+    from cp_jax.io.run_info import write_run_info
+
+    path = write_run_info(str(tmp_path), ml_collections.ConfigDict(dict(a=1)))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run_info.json"]
+    assert json.load(open(path))["config"] == {"a": 1}

@@ -170,7 +170,7 @@ def _pooled(rows: list[dict], key: str, points: int = 20) -> tuple[np.ndarray, n
         win = [r for r in rows[i:end] if r.get(key) is not None]
         if not win:
             continue
-        w = np.array([r.get("episodes", 1.0) for r in win], float)
+        w = np.array([1.0 if r.get("episodes") is None else r["episodes"] for r in win], float)
         y = np.array([r[key] for r in win], float)
         xs.append(rows[end - 1]["agent_steps"])
         ys.append(float(np.sum(w * y) / np.sum(w)) if np.sum(w) > 0 else np.nan)
@@ -196,7 +196,7 @@ def curves_chart(runs: dict[str, str]) -> str:
             held.plot([e["agent_steps"] / 1e6 for e in es], [e["goal"] if "goal" in e else e["styles"]["normal"]["goal"]
                                                              for e in es], "o-", lw=1.2, label=name)
     per = "/".join(map(str, sorted(windows))) or "2"
-    train.set(title=f"goal rate of the run's own self-play episodes (per {per} updates)",
+    train.set(title=f"goal rate of the run's own self-play episodes (per {per} logged updates)",
               xlabel="agent-steps spent (M)")
     held.set(title="goal rate held out (validation)", xlabel="agent-steps spent (M)")
     for ax in (train, held):

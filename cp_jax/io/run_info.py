@@ -34,8 +34,9 @@ def write_run_info(out_dir: str, config) -> str:
         time=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     )
     path = os.path.join(out_dir, "run_info.json")
-    with open(path, "w") as f:
+    with open(path + ".tmp", "w") as f:  # renamed into place: a kill never leaves half a file to refuse
         json.dump(info, f, indent=2, default=str)
+    os.replace(path + ".tmp", path)
     return path
 
 

@@ -44,7 +44,8 @@ SAFE_ON_RESUME = frozenset({"train.progress", "train.log_every", "train.keep", "
                             "train.devices"})
 # What a run folder holds before its first checkpoint (Run, and the jobs' own files written before it): a folder
 # with only these and the same config is that run stopped early, started again from scratch.
-RUN_START = frozenset({"run_info.json", "metrics.jsonl", "eval.jsonl", "tb", "checkpoints", "labels.json"})
+RUN_START = frozenset({"run_info.json", "metrics.jsonl", "eval.jsonl", "tb", "checkpoints", "labels.json",
+                       "run_info.json.tmp", "metrics.jsonl.tmp"})  # the .tmp: a write a kill interrupted
 
 
 class Diverged(RuntimeError):

@@ -53,9 +53,9 @@ def check_real(sc, sim: types.SimConfig) -> None:
             raise ValueError("holds no scene")
         real[len(real) - 1]
         cache_lib.bank_for(real.cfg, real[0][1], sim, where)  # its sizes, as scenes.load checks them
-    except Exception as e:  # noqa: BLE001 (TFDS / array_record raise many types for a damaged cache)
+    except (ValueError, OSError) as e:  # cache.ScenarioCache names a damaged file in a ValueError
         message = " ".join(str(e).split())
-        raise ValueError(message if message.startswith(where) else f"{where}: {message or type(e).__name__}") from None
+        raise ValueError(message if message.startswith(where) else f"{where}: {message or type(e).__name__}") from e
 
 
 def check_start(path: str, net: networks.NetConfig, sim: types.SimConfig) -> saved.SavedPolicy:
