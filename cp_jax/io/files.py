@@ -11,3 +11,14 @@ def write_json(path: str, value, indent: int | None = None) -> None:
     with open(path + ".tmp", "w") as f:
         json.dump(value, f, indent=indent)
     os.replace(path + ".tmp", path)
+
+
+def check_out(out: str, results: tuple[str, ...], overwrite: bool, what: str) -> None:
+    """Refuse (ValueError naming --out) an out that is a file, or that holds any of `results` (file names)
+    unless overwrite; `what` names what the tool writes there."""
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"--out={out}: a file, not a folder (where {what} is written)")
+    held = [name for name in results if os.path.exists(os.path.join(out, name))]
+    if held and not overwrite:
+        raise ValueError(f"--out={out}: already holds {', '.join(held)}: give --overwrite to replace "
+                         f"{'it' if len(held) == 1 else 'them'}, or choose another folder")

@@ -27,6 +27,7 @@ import os
 
 import numpy as np
 
+from cp_jax.io import files as io_files
 from cp_jax.scenarios import splits
 
 FORMATS = ("gpudrive_json", "procedural", "cache")
@@ -39,12 +40,7 @@ class NothingRead(ValueError):
 
 def check_out(out: str, overwrite: bool = False) -> None:
     """Refuse (ValueError naming --out) an out that is not a folder, or that holds manifests unless overwrite."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out={out}: a file, not a folder (the manifests' folder)")
-    held = [m for m in MANIFESTS if os.path.exists(os.path.join(out, m))]
-    if held and not overwrite:
-        raise ValueError(f"--out={out}: already holds {', '.join(held)}: give --overwrite to replace them, "
-                         "or choose another folder")
+    io_files.check_out(out, MANIFESTS, overwrite, "the manifests")
 
 
 def read_scenes(fmt: str, src: str | None = None, files: str = "", procedural_scenes: int = 50):

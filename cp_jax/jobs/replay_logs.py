@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cp_jax.io import files
 from cp_jax.scenarios import render
 from cp_jax.scenarios.builder import SceneError, build_scenario, fit_to_config, object_ids
 from cp_jax.scenarios.readers import gpudrive_json
@@ -60,11 +61,7 @@ def _group_checks_offroad(name: str) -> bool:
 
 def check_out(out: str, overwrite: bool = False) -> None:
     """Refuse (ValueError naming --out) an out that is a file, or that holds a replay.json unless overwrite."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out={out}: a file, not a folder (where replay.json is written)")
-    if os.path.exists(os.path.join(out, "replay.json")) and not overwrite:
-        raise ValueError(f"--out={out}: already holds replay.json: give --overwrite to replace it, "
-                         "or choose another folder")
+    files.check_out(out, ("replay.json",), overwrite, "replay.json")
 
 
 def replay_logs(src: str, out: str, cfg: types.SimConfig, png: bool = False, overwrite: bool = False) -> dict:

@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 
+from cp_jax.io import files
 from cp_jax.scenarios import stats as stats_lib
 
 
@@ -46,11 +47,7 @@ def load_set(kind: str, arg, sim, cache_dir: str = "~/.cache/cp_jax/scenes", kin
 
 def check_out(out: str, overwrite: bool = False) -> None:
     """Refuse (ValueError naming --out) an out that is a file, or that holds scene_stats.json unless overwrite."""
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"--out={out}: a file, not a folder (where scene_stats.json is written)")
-    if os.path.exists(os.path.join(out, "scene_stats.json")) and not overwrite:
-        raise ValueError(f"--out={out}: already holds scene_stats.json: give --overwrite to replace it, "
-                         "or choose another folder")
+    files.check_out(out, ("scene_stats.json",), overwrite, "scene_stats.json")
 
 
 def scene_stats(sets: dict[str, tuple], out: str, sim, cache_dir: str = "~/.cache/cp_jax/scenes",
