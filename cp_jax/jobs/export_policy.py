@@ -20,7 +20,7 @@ import os
 import shlex
 import shutil
 
-from cp_jax.io import run_info
+from cp_jax.io import files, run_info
 from cp_jax.policy import saved
 
 
@@ -136,18 +136,6 @@ def export(workdir: str, out: str, overwrite: bool = False) -> None:
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    old = final + ".old"  # the replaced folder (or file) stays whole until the new one is in place
-    if os.path.lexists(final):
-        _remove(old)
-        os.replace(final, old)
-    os.replace(staged, final)
-    _remove(old)
+    files.move_into_place(staged, final)  # the replaced folder (or file) stays whole until the new one is in place
     print(f"exported {src} -> {final}")
 
-
-def _remove(path: str) -> None:
-    """Delete a folder or file if there is one."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.remove(path)

@@ -14,13 +14,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cp_jax.io import files
 from cp_jax.io.run_info import write_run_info
 from cp_jax.scenarios import bank as bank_lib
 from cp_jax.scenarios import render
@@ -72,7 +72,7 @@ def run(config, out: str, overwrite: bool = False) -> dict:
     pol = resolve(config)
     check_out(out, overwrite)
     dest, out = os.path.normpath(out), os.path.normpath(out) + ".partial"
-    _remove(out)
+    files.remove(out)
     cond = conditions.style(config.style)
     write_run_info(out, config)
     t0 = time.perf_counter()
@@ -137,19 +137,7 @@ def run(config, out: str, overwrite: bool = False) -> dict:
                    controllers=results, eligible_agents=int(eligible.sum()))
     with open(os.path.join(out, "metrics.json"), "w") as f:
         json.dump(summary, f, indent=2)
-    old = dest + ".old"  # the replaced folder (or file) stays whole until the new one is in place
-    if os.path.lexists(dest):
-        _remove(old)
-        os.replace(dest, old)
-    os.replace(out, dest)
-    _remove(old)
+    files.move_into_place(out, dest)  # the replaced folder (or file) stays whole until the new one is in place
     print(f"wrote {dest}/metrics.json and {n} PNGs in {time.perf_counter() - t0:.1f}s")
     return summary
 
-
-def _remove(path: str) -> None:
-    """Delete a folder or file if there is one."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    elif os.path.lexists(path):
-        os.remove(path)
