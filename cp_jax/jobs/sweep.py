@@ -140,7 +140,8 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
     out = [report.method_tables(records, regimes, "anchor", s) for s in bench.ego_styles]
     out += [report.difference_table(records, regimes, ["anchor", "ppo_continue"], s) for s in bench.ego_styles]
     for split in bench.splits:
-        out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), "Table II (components)", split))
+        title = getattr(sweep, "TITLE_II", "Table II (components)")  # a tuning file names its own table
+        out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), title, split))
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_V), "Table V (styles searched)", split))
     if config.deploy.styles:
         styles = list(dict.fromkeys([*bench.ego_styles, *config.deploy.styles]))
