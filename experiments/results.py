@@ -30,8 +30,11 @@ def get_config() -> ml_collections.ConfigDict:
                   "fixed10", "fixed50", "value30", "deploy_halfway", "deploy_aggressive", "only_cautious",
                   "only_cautious_normal", "only_normal", "only_normal_aggressive", "only_aggressive")
     c.variant_budgets = (0.05,)  # the budgets at which `variants` run too
-    c.bench = section(BenchConfig, exclude=("anchor_policy",), scenes="procedural_test", pairs=1000,
+    c.bench = section(BenchConfig, exclude=("anchor_policy", "cache_dir"), scenes="procedural_test", pairs=1000,
                       procedural_scenes=300, seeds=2)
+    # Where every cell's procedural scenes are cached ("": built in memory, no TFDS, as on the accelerator
+    # image); not part of any cell's config, so cells made with and without a cache join one table.
+    c.cache_dir = "~/.cache/cp_jax/scenes"
     # Table IV: these ego styles too, for the variants TABLE_IV names, on these splits (() skips it).
     c.deploy = ml_collections.ConfigDict(dict(styles=("halfway", "aggressive"), splits=("interactive",)))
     # Table I on real scenes: a converted cache of the real TEST files with its split manifests

@@ -25,18 +25,19 @@ def _config(anchor, tmp_path):  # noqa: F811
     c.variant_budgets = ()
     c.real.variants, c.deploy.styles = ("ppo_continue",), ()
     c.bench.update(dict(splits=("interactive",), regimes=("idm",), seeds=2, pairs=3, procedural_scenes=2,
-                        agents=3, figures=0, cache_dir=str(tmp_path / "scenes")))
+                        agents=3, figures=0))
+    c.cache_dir = str(tmp_path / "scenes")  # every cell's scenes: the runs' banks and the benchmark's
     c.max_cells = 1
     return c
 
 
 def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anchor, monkeypatch):  # noqa: F811
-    monkeypatch.setitem(TINY, "scenes.cache_dir", str(tmp_path / "scenes"))  # undone after the test
     config, out = _config(anchor, tmp_path), str(tmp_path / "results")
     cells = results.plan(config, SWEEP)
     assert [(c.kind, c.path) for c in cells] == [("post", "runs/B0.6/ppo_continue_s0"), ("bench", "bench/anchor"),
                                                  ("bench", "bench/B0.6/ppo_continue_s0")]
     assert cells[1].config.scenes == "procedural_test"  # the test set, by name
+    assert cells[0].config.scenes.cache_dir == cells[1].config.cache_dir == config.cache_dir  # one scene cache
 
     config.only = ("bench/B",)  # only the run's benchmark: it waits for the run, so nothing runs
     results.run(config, SWEEP, out)
@@ -81,6 +82,8 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     # Nothing left to run: the same command only rewrites the tables. Another config is refused first.
     monkeypatch.setattr(results, "_run_cell", lambda *a: pytest.fail("a finished cell ran again"))
     before = os.path.getmtime(os.path.join(out, "tables.md"))
+    assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
+    config.cache_dir = ""  # scenes built in memory (the accelerator image, no TFDS): the same cells, kept
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
     config.bench.seeds = 3
     with pytest.raises(ValueError, match="bench/anchor: made with another config .*bench.seeds"):

@@ -80,7 +80,7 @@ def plan(config, sweep) -> list[Cell]:
         raise ValueError(f"config.max_cells must be >= 0, got {config.max_cells}")
     if isinstance(config.only, str):
         raise ValueError(f"config.only must be a tuple of cell path prefixes, got the string {config.only!r}")
-    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
     styles = tuple(config.deploy.styles)
     bench_deploy = {s: dataclasses.replace(bench, ego_styles=(s,), splits=tuple(config.deploy.splits), figures=0)
                     for s in styles if s not in bench.ego_styles}
@@ -105,6 +105,7 @@ def plan(config, sweep) -> list[Cell]:
         runs, _ = sweep_job.resolve(_budget_config(config, frac), sweep, test_set=True)
         tag = budget_tag(frac)
         for name, c in runs.items():
+            c.scenes.cache_dir = config.cache_dir
             run = f"runs/{tag}/{name}"
             posts.append(Cell("post", run, config=c))
             benches.append(Cell("bench", f"bench/{tag}/{name}", run, bench, name))
@@ -135,10 +136,15 @@ def _plain(x):
 
 
 def _cell_config(cell: Cell, anchor: str) -> dict:
-    """What a cell's result depends on: a post-training run's config; a benchmark's BenchConfig and ego."""
+    """What a cell's result depends on: a post-training run's config; a benchmark's BenchConfig and ego
+    (not where scenes are cached: a bank built in memory is the cached one, so cells made on a machine
+    without TFDS, config.cache_dir "", join the others)."""
     if cell.kind == "post":
-        return _plain(cell.config.to_dict())
-    return _plain(dict(bench=dataclasses.asdict(cell.config), ego=cell.run or anchor, policy=cell.policy))
+        c = _plain(cell.config.to_dict())
+        c["scenes"].pop("cache_dir", None)
+        return c
+    bench = {k: v for k, v in dataclasses.asdict(cell.config).items() if k != "cache_dir"}
+    return _plain(dict(bench=bench, ego=cell.run or anchor, policy=cell.policy))
 
 
 BENCH_CODE = ("cp_jax/sim", "cp_jax/bench", "cp_jax/scenarios")  # what a benchmark cell's episodes depend on
@@ -296,7 +302,7 @@ def _atomic_write(path: str, text: str) -> None:
 
 def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     """tables.md and results.json from every finished cell (module docstring)."""
-    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor)
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
     regimes = bench.regime_list
     n_done = sum(done(out, c) for c in cells)
     commits = sorted({(_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision", "unknown")
