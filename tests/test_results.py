@@ -85,6 +85,11 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
     config.cache_dir = ""  # scenes built in memory (the accelerator image, no TFDS): the same cells, kept
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
+    assert os.path.getmtime(os.path.join(out, "tables.md")) == before  # nothing new: not rewritten
+    os.utime(os.path.join(out, "tables.md"), (0, 0))  # a cell finished (or copied in) after the tables
+    results.run(config, SWEEP, out)
+    before = os.path.getmtime(os.path.join(out, "tables.md"))
+    assert before > 0  # rewritten
     config.bench.seeds = 3
     with pytest.raises(ValueError, match="bench/anchor: made with another config .*bench.seeds"):
         results.run(config, SWEEP, out)

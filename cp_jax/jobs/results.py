@@ -240,9 +240,11 @@ def run(config, sweep, out: str) -> str:
     for i, cell in enumerate(todo[:limit]):
         print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)
         _run_cell(out, cell, config.anchor)
-    if not todo and os.path.exists(os.path.join(out, "tables.md")):
-        print(f"results: nothing new to run; {out}/tables.md is current")
-        return open(os.path.join(out, "tables.md")).read()
+    tables = os.path.join(out, "tables.md")
+    if not todo and os.path.exists(tables) and all(
+            os.path.getmtime(os.path.join(out, c.path)) <= os.path.getmtime(tables) for c in cells if done(out, c)):
+        print(f"results: nothing new to run; {out}/tables.md is current")  # (cells copied in since are tabled)
+        return open(tables).read()
     return write_tables(config, sweep, out, cells)
 
 
