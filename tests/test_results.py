@@ -10,6 +10,7 @@ import types as pytypes
 import pytest
 
 from cp_jax.jobs import results
+from cp_jax.policy import saved
 from experiments import results as results_file
 from tests.test_post_train import anchor  # noqa: F401  (the tiny anchor fixture)
 
@@ -98,6 +99,15 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     with pytest.raises(ValueError, match="runs/B0.6/ppo_continue_s0: made with another config .*ppo.lr"):
         results.run(config, SWEEP, out)
     monkeypatch.delitem(TINY, "ppo.lr")
+    # Cells made with another anchor or traffic policy (same folder, other content) are refused too.
+    inputs = json.load(open(os.path.join(out, "inputs.json")))
+    assert inputs["anchor"]["digest"] == saved.digest(str(anchor))
+    inputs["bc_traffic"]["digest"] = "retrained"
+    open(os.path.join(out, "inputs.json"), "w").write(json.dumps(inputs))
+    with pytest.raises(ValueError, match="cells were made with other policies: bc_traffic"):
+        results.run(config, SWEEP, out)
+    inputs["bc_traffic"]["digest"] = saved.digest(config.bench.bc_policy)
+    open(os.path.join(out, "inputs.json"), "w").write(json.dumps(inputs))
     # A benchmark cell made by other simulator / benchmark / scene code is refused too.
     monkeypatch.setattr(results, "bench_code_digest", lambda: "other")
     with pytest.raises(ValueError, match="bench/anchor: made by other simulator"):
@@ -121,3 +131,20 @@ def test_readme_headline_equals_the_committed_results():
     assert results.README_BEGIN in readme and results.README_END in readme, "README.md: no results block"
     block = readme.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
     assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path)))
+
+
+def test_policy_digest_follows_the_files_that_drive(tmp_path, anchor):  # noqa: F811
+    """saved.digest changes with the parameters, not with the folder's name or its notes."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(str(anchor), copy)
+    (copy / "README.md").write_text("notes")
+    assert saved.digest(str(copy)) == saved.digest(str(anchor))
+    data = bytearray((copy / "params.msgpack").read_bytes())
+    data[-1] ^= 1
+    (copy / "params.msgpack").write_bytes(bytes(data))
+    assert saved.digest(str(copy)) != saved.digest(str(anchor))
+    (copy / "sim_config.json").unlink()
+    with pytest.raises(FileNotFoundError, match="sim_config.json: missing"):
+        saved.digest(str(copy))

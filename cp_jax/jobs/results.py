@@ -20,8 +20,9 @@ same tables as one HTML page (cp_jax.bench.html_report). Each is written to a te
 into place.
 
 A cell begun or finished under another config than the one planned for it now is refused before any
-file is touched (each post-training run's run_info.json, each benchmark cell's cell.json); adding
-budgets, seeds or variants only adds cells.
+file is touched (each post-training run's run_info.json, each benchmark cell's cell.json), and so is a
+folder whose cells read other policies (OUT/inputs.json: the anchor's and the traffic policies' content
+digests); adding budgets, seeds or variants only adds cells.
 """
 
 from __future__ import annotations
@@ -203,6 +204,27 @@ def _check_resume(out: str, cells: list[Cell], anchor: str) -> None:
         print(f"results: fields added or removed since some cells were made (not compared): {sorted(one_sided)}")
 
 
+def _check_inputs(out: str, config) -> None:
+    """The saved policies every cell reads (the anchor, the PPO and BC traffic policies), by content:
+    recorded in OUT/inputs.json with the first cell, and a later run that finds any of them changed (a
+    newly shipped anchor, a retrained traffic policy) is refused before any work, so no table mixes them."""
+    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
+    now = {role: dict(folder=folder, digest=saved.digest(folder)) for role, folder in
+           (("anchor", config.anchor), ("ppo_traffic", bench.ppo_policy), ("bc_traffic", bench.bc_policy))}
+    path = os.path.join(out, "inputs.json")
+    if os.path.exists(path):
+        before = json.load(open(path))
+        changed = [f"{role} {v['folder']} ({before[role]['digest']} then, {v['digest']} now)" for role, v in now.items()
+                   if role in before and before[role]["digest"] != v["digest"]]
+        if changed:
+            raise ValueError(f"{out}: cells were made with other policies: {'; '.join(changed)}; use another --out "
+                             "or restore them")
+        if set(now) <= set(before):
+            return
+    os.makedirs(out, exist_ok=True)
+    _atomic_write(path, json.dumps(now, indent=1))
+
+
 def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     target = os.path.join(out, cell.path)
     if cell.kind == "post":
@@ -224,6 +246,7 @@ def run(config, sweep, out: str) -> str:
     sweep: the sweep file's module (its VARIANTS and TABLE_*; cp_jax.jobs.sweep.sweep_module)."""
     cells = plan(config, sweep)
     _check_resume(out, cells, config.anchor)
+    _check_inputs(out, config)
     write_run_info(out, config)
     todo = [c for c in cells if not done(out, c) and (not config.only or c.path.startswith(tuple(config.only)))]
     planned = {c.path for c in todo if c.kind == "post"}

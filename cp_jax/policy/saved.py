@@ -38,6 +38,21 @@ def save(folder: str, net_cfg: networks.NetConfig, params, sim_cfg: SimConfig) -
         json.dump(dataclasses.asdict(sim_cfg), f, indent=2)
 
 
+def digest(folder: str) -> str:
+    """A short hash of the policy's files (parameters, network and simulator configs): what runs when it
+    is loaded, so two folders with one digest drive alike."""
+    import hashlib
+
+    h = hashlib.sha1()
+    for name in FILES:
+        path = os.path.join(folder, name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: missing (a saved policy folder holds {', '.join(FILES)})")
+        with open(path, "rb") as f:
+            h.update(name.encode() + f.read())
+    return h.hexdigest()[:12]
+
+
 def _read_json(folder: str, name: str) -> dict:
     path = os.path.join(folder, name)
     try:
