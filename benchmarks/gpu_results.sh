@@ -14,7 +14,8 @@
 # Install-free: it runs from the checkout with PYTHONPATH and needs jax, flax, optax, orbax, absl, numpy,
 # matplotlib and tqdm (on the device image) and ml_collections and tensorboardX (carried as wheels in an
 # ignored .whl/ and installed with pip --no-index --target before this script). Tested end to end at toy sizes
-# on the CPU (SMOKE=1, session 34); not yet run on a GPU.
+# on the CPU (SMOKE=1, session 34: 3 processes, 905 s beside other work; the archive merged into a results
+# folder and tabled as above); not yet run on a GPU.
 #
 #   OUT=/some/dir bash benchmarks/gpu_results.sh
 #   OUT=/tmp/x SMOKE=1 BUDGET_S=900 bash benchmarks/gpu_results.sh      # toy sizes, to test it on a CPU
@@ -36,7 +37,8 @@ if [ "${SMOKE:-0}" = 1 ]; then  # the same cells at toy sizes (another config: t
   common=(--config.budgets="(0.0002,)" --config.variant_budgets="()" --config.cache_dir= --config.seeds="(0,)"
           --config.bench.pairs=3 --config.bench.procedural_scenes=2 --config.bench.seeds=1
           --config.bench.regimes="('idm','normal')" --config.bench.splits="('interactive',)" --config.n_boot=50)
-  tag=$(python -c "from cp_jax.jobs.results import budget_tag; print(budget_tag(0.0002))")
+  BUDGET=0.0002
+  tag=$(python -c "from cp_jax.jobs.results import budget_tag; print(budget_tag($BUDGET))")
   methods="counterplay ppo_continue"
 fi
 

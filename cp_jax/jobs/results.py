@@ -194,7 +194,9 @@ def _check_resume(out: str, cells: list[Cell], anchor: str) -> None:
             raise ValueError(f"{where}: made by other simulator / benchmark / scene code (digest "
                              f"{stored.get('bench_code')} vs {digest} now, {', '.join(BENCH_CODE)}); its episodes "
                              "would not match the new cells' scenes or rules: use another --out")
-        a, b = _flat(stored["config"]), _flat(_cell_config(cell, anchor))
+        a, b = (_flat(c) for c in (stored["config"], _cell_config(cell, anchor)))
+        for where_cached in ("scenes.cache_dir", "bench.cache_dir"):  # not part of a cell (_cell_config)
+            a.pop(where_cached, None)
         diff = sorted(k for k in set(a) & set(b) if a[k] != b[k])
         if diff:
             raise ValueError(f"{where}: made with another config ({', '.join(diff[:6])}"
