@@ -10,7 +10,13 @@ The rule (docs/decisions.md, "Baseline tuning"): per method and factor, the valu
 score (ours, the mean of the Interactive and Random means over seeds) is written into the method's
 experiment file; the results command then runs those files unchanged. CounterPlay's learning rate is
 searched on the gated method (experiments/counterplay.py) and shared by cp_no_gate.
+
+The search is around the values the experiment files hold now. Session 34 ran it at commit f2ccfee, when
+they held the first choices (lr 1e-4 everywhere, window 30, share 0.2, weight 0.1); its choices are in
+the files since (docs/measurements/results.md, "Baseline tuning").
 """
+
+import importlib
 
 import ml_collections
 
@@ -18,20 +24,32 @@ from cp_jax.bench.config import BenchConfig
 from cp_jax.jobs.config import section
 
 LRS = {"3e-5": 3e-5, "1e-4": 1e-4, "3e-4": 3e-4}
-KNOBS = {  # method: (dotted key, {label: value}); the experiment file's own value is searched too
+KNOBS = {  # method: (dotted key, {label: value})
     "ppo_rewind": ("counterplay.window", {"w10": 10, "w30": 30, "w50": 50}),
     "ppo_opponent": ("ppo.opponent_frac", {"opp0.1": 0.1, "opp0.2": 0.2, "opp0.4": 0.4}),
     "spiced": ("ppo.bc_coef", {"bc0.03": 0.03, "bc0.1": 0.1, "bc0.3": 0.3}),
 }
+METHODS = ("counterplay", "ppo_continue", "ppo_rewind", "ppo_opponent", "spiced")
 _LR_KEY = {"counterplay": "counterplay.lr"}  # the PPO methods: ppo.lr
 
-VARIANTS = {
-    **{f"{m}_lr{label}": (m, {_LR_KEY.get(m, "ppo.lr"): lr})
-       for m in ("counterplay", "ppo_continue", "ppo_rewind", "ppo_opponent", "spiced") for label, lr in LRS.items()},
-    **{f"{m}_{label}": (m, {key: value}) for m, (key, values) in KNOBS.items() for label, value in values.items()},
-    "ppo_continue": ("ppo_continue", {}),  # the file's own values: the baseline of the difference tables
-}
-del VARIANTS["ppo_continue_lr1e-4"]  # = ppo_continue
+
+def _file_value(method: str, dotted: str):
+    """The value the method's experiment file sets now."""
+    section, field = dotted.split(".")
+    return importlib.import_module(f"experiments.{method}").get_config()[section][field]
+
+
+VARIANTS = {}
+for _m in METHODS:
+    _key = _LR_KEY.get(_m, "ppo.lr")
+    for _label, _lr in LRS.items():  # PPO-Continue at its file's values is "ppo_continue" (the tables' baseline)
+        _own = _m == "ppo_continue" and _lr == _file_value(_m, _key)
+        VARIANTS["ppo_continue" if _own else f"{_m}_lr{_label}"] = (_m, {_key: _lr})
+VARIANTS.setdefault("ppo_continue", ("ppo_continue", {}))
+for _m, (_key, _values) in KNOBS.items():
+    for _label, _value in _values.items():
+        if _value != _file_value(_m, _key):  # the file's own value is the run of the file's lr above
+            VARIANTS[f"{_m}_{_label}"] = (_m, {_key: _value})
 
 TABLE_II = tuple((name, name) for name in VARIANTS)  # one line per setting, both splits
 TITLE_II = "Baseline tuning (validation)"
@@ -44,9 +62,7 @@ def get_config() -> ml_collections.ConfigDict:
     c.anchor = "assets/anchors/conditioned_small"
     c.budget_frac = 0.01  # the main job's budget
     c.seeds = (0, 1, 2)
-    # Every setting except those equal to the experiment file's (the knob at its file value is the
-    # lr-1e-4 run of the same method).
-    c.variants = tuple(n for n in VARIANTS if n not in ("ppo_rewind_w30", "ppo_opponent_opp0.2", "spiced_bc0.1"))
+    c.variants = tuple(VARIANTS)
     c.bench = section(BenchConfig, exclude=("anchor_policy",), figures=0)
     c.deploy = ml_collections.ConfigDict(dict(styles=(), splits=("interactive",)))
     return c
