@@ -8,8 +8,9 @@
 # What comes back: $OUT/cells.tar.gz.part-* (every finished cell, and an unfinished run's checkpoints, as
 # OUT-relative paths of the results folder; split under the 16 MiB a file) and $OUT/summary.txt. Here:
 #
-#   cat FILES_AT/cells.tar.gz.part-* | tar xz --touch -C results    # --touch: the tables see new cells
-#   python -m launch.results --out=results --config.only="('bench/anchor',)"   # rewrites tables.md
+#   cat FILES_AT/cells.tar.gz.part-* | tar xz --touch --skip-old-files -C results   # keeps the CPU's cells;
+#   python -m launch.results --out=results --config.real.scenes=runs/real_test \    # --touch: newer than
+#       --config.only="('bench/anchor',)"                                           # tables.md: re-tabled
 #
 # Install-free: it runs from the checkout with PYTHONPATH and needs jax, flax, optax, orbax, absl, numpy,
 # matplotlib and tqdm (on the device image) and ml_collections and tensorboardX (carried as wheels in an
@@ -46,7 +47,7 @@ declare -A only=([anchor]="('bench/anchor',)")
 for m in $methods; do only[$m]="('runs/$tag/${m}_s','bench/$tag/${m}_s')"; done
 t0=$SECONDS
 for name in "${!only[@]}"; do
-  timeout --signal=TERM "$BUDGET_S" python -m launch.results "${common[@]}" --config.only="${only[$name]}" \
+  timeout --signal=TERM --kill-after=20 "$BUDGET_S" python -m launch.results "${common[@]}" --config.only="${only[$name]}" \
     --out="$WORK/$name" >"$WORK/$name.log" 2>&1 &
 done
 while [ -n "$(jobs -r)" ]; do  # one line a minute: each process's last cell begun

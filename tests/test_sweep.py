@@ -48,3 +48,50 @@ def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():
     assert "| CounterPlay, distilled for normal | 10.00 ± n/a / 0.00 | 10.00 ± n/a / 0.00 |" in lines
     # deploy_halfway was not run: its cell is empty, the row stays (its normal column is counterplay).
     assert "| CounterPlay, distilled for that condition | 10.00 ± n/a / 0.00 | — |" in lines
+
+
+def test_a_finished_run_made_with_another_config_is_refused(tmp_path, monkeypatch):
+    """A re-run of a sweep keeps its finished runs only when they were made with the config planned now (a
+    sweep file whose variants changed meaning, e.g. experiments/tune_small.py after its choices were written
+    into the experiment files, is refused instead of tabled under the new names)."""
+    import json
+
+    from cp_jax.jobs import loop
+
+    config = sweep_small.get_config()
+    config.variants, config.seeds = ("ppo_continue",), (0,)
+    planned = sweep.run_configs(config)["ppo_continue_s0"]
+    work = tmp_path / "runs" / "ppo_continue_s0"
+    work.mkdir(parents=True)
+    stored = loop._plain(planned)
+    stored["ppo"]["lr"] = 1e-2
+    (work / "run_info.json").write_text(json.dumps(dict(config=stored)))
+    (work / "post_train.json").write_text("{}")
+    monkeypatch.setattr(post_train, "post_train", lambda *a: pytest.fail("a finished run ran again"))
+    with pytest.raises(ValueError, match=r"ppo_continue_s0: a finished run made with another config \(ppo.lr"):
+        sweep.run(config, sweep_small, str(tmp_path))
+    stored["ppo"]["lr"], stored["scenes"]["cache_dir"] = planned.ppo.lr, ""  # where scenes were cached: safe
+    (work / "run_info.json").write_text(json.dumps(dict(config=stored)))
+
+    def reached(folder):
+        raise RuntimeError("kept: on to the benchmark")
+
+    monkeypatch.setattr(sweep.saved, "load", reached)
+    with pytest.raises(RuntimeError, match="kept"):
+        sweep.run(config, sweep_small, str(tmp_path))
+
+
+def test_the_tuning_file_resolves_and_names_the_difference_baseline():
+    """experiments/tune_small.py: every setting is a valid post-training experiment, PPO-Continue at its
+    file's values is "ppo_continue", and no setting repeats another."""
+    from experiments import ppo_continue, tune_small
+
+    config = tune_small.get_config()
+    config.seeds = (0,)
+    runs = sweep.run_configs(config, tune_small)
+    for c in runs.values():
+        post_train.resolve(c)
+    assert runs["ppo_continue_s0"].ppo.lr == ppo_continue.get_config().ppo.lr
+    settings = [(m, tuple(sorted(o.items()))) for m, o in tune_small.VARIANTS.values()]
+    assert len(set(settings)) == len(settings)
+    assert all(v in tune_small.VARIANTS for _, v in tune_small.TABLE_II)

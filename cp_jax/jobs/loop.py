@@ -41,7 +41,7 @@ FAULT_ENV = "CP_JAX_FAULT_KILL_AT"  # tests only: SIGKILL the process right afte
 # Config fields a run may be resumed with changed: they decide what is logged, kept or shown, or how the same
 # program is laid out over devices, never what is computed (dotted paths under the config's root).
 SAFE_ON_RESUME = frozenset({"train.progress", "train.log_every", "train.keep", "train.ckpt_every", "train.eval_every",
-                            "train.devices"})
+                            "train.devices", "scenes.cache_dir"})  # (a bank built in memory is the cached one)
 # What a run folder holds before its first checkpoint (Run, and the jobs' own files written before it): a folder
 # with only these and the same config is that run stopped early, started again from scratch.
 RUN_START = frozenset({"run_info.json", "metrics.jsonl", "eval.jsonl", "tb", "checkpoints", "labels.json",
@@ -68,6 +68,12 @@ def config_changes(before: dict, now: dict, prefix: str = "") -> list[tuple[str,
         elif a != b:
             out.append((f"{prefix}{k}", a, b))
     return out
+
+
+def refused_changes(workdir: str, config, safe: frozenset[str] = SAFE_ON_RESUME) -> list[tuple[str, object, object]]:
+    """config_changes between a run folder's run_info.json and `config`, less the `safe` fields."""
+    changes = config_changes(_stored_config(os.path.join(workdir, "run_info.json")), _plain(config))
+    return [c for c in changes if c[0] not in safe]
 
 
 def _stored_config(path: str) -> dict:

@@ -28,7 +28,7 @@ from cp_jax.bench import config as bench_config
 from cp_jax.bench import episodes, report, suite
 from cp_jax.io.metrics import read_jsonl
 from cp_jax.io.run_info import write_run_info
-from cp_jax.jobs import post_train
+from cp_jax.jobs import loop, post_train
 from cp_jax.jobs.benchmark import run_benchmark
 from cp_jax.policy import saved
 from cp_jax.sim import conditions
@@ -102,7 +102,12 @@ def run(config, sweep, out: str) -> str:
     t0 = time.time()
     for name, c in runs.items():
         work = os.path.join(out, "runs", name)
-        if os.path.exists(os.path.join(work, "post_train.json")):
+        if os.path.exists(os.path.join(work, "post_train.json")):  # finished: kept, if made with this config
+            changed = loop.refused_changes(work, c, post_train.RESUME_SAFE)
+            if changed:
+                raise ValueError(f"{work}: a finished run made with another config ("
+                                 + "; ".join(f"{k}: {a!r} then, {b!r} now" for k, a, b in changed[:4])
+                                 + "); the sweep file's variants changed meaning: use another --out")
             continue
         print(f"[{time.time() - t0:6.0f}s] {name}", flush=True)
         post_train.post_train(c, work)
