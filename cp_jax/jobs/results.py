@@ -36,6 +36,7 @@ import sys
 import time
 from typing import NamedTuple
 
+import jax
 import ml_collections
 import numpy as np
 
@@ -238,8 +239,8 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     run_benchmark([ego], cell.config, partial, progress=False)
     with open(os.path.join(partial, "cell.json"), "w") as f:
-        json.dump(dict(config=_cell_config(cell, anchor), bench_code=bench_code_digest(), commit=git_revision()),
-                  f, indent=1)
+        json.dump(dict(config=_cell_config(cell, anchor), bench_code=bench_code_digest(), commit=git_revision(),
+                       backend=jax.default_backend()), f, indent=1)  # (which machine made it: cpu, gpu, tpu)
     os.replace(partial, target)
 
 
