@@ -71,6 +71,11 @@ def _budget_config(config, frac: float):
     return c
 
 
+def _bench(config):
+    """The BenchConfig of the procedural test cells: config.bench with the anchor and the scene cache."""
+    return bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
+
+
 def plan(config, sweep) -> list[Cell]:
     """Every cell in run order (post-training, then benchmarks); raises on any invalid field first."""
     if not config.budgets or not config.seeds:
@@ -82,7 +87,7 @@ def plan(config, sweep) -> list[Cell]:
         raise ValueError(f"config.max_cells must be >= 0, got {config.max_cells}")
     if isinstance(config.only, str):
         raise ValueError(f"config.only must be a tuple of cell path prefixes, got the string {config.only!r}")
-    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
+    bench = _bench(config)
     styles = tuple(config.deploy.styles)
     bench_deploy = {s: dataclasses.replace(bench, ego_styles=(s,), splits=tuple(config.deploy.splits), figures=0)
                     for s in styles if s not in bench.ego_styles}
@@ -211,7 +216,7 @@ def _check_inputs(out: str, config) -> None:
     """The saved policies every cell reads (the anchor, the PPO and BC traffic policies), by content:
     recorded in OUT/inputs.json with the first cell, and a later run that finds any of them changed (a
     newly shipped anchor, a retrained traffic policy) is refused before any work, so no table mixes them."""
-    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
+    bench = _bench(config)
     now = {role: dict(folder=folder, digest=saved.digest(folder)) for role, folder in
            (("anchor", config.anchor), ("ppo_traffic", bench.ppo_policy), ("bc_traffic", bench.bc_policy))}
     path = os.path.join(out, "inputs.json")
@@ -330,7 +335,7 @@ def _atomic_write(path: str, text: str) -> None:
 
 def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     """tables.md and results.json from every finished cell (module docstring)."""
-    bench = bench_config.from_section(config.bench, anchor_policy=config.anchor, cache_dir=config.cache_dir)
+    bench = _bench(config)
     regimes = bench.regime_list
     n_done = sum(done(out, c) for c in cells)
     commits = sorted({(_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision", "unknown")
