@@ -3,12 +3,14 @@ written whole, the tables and results.json come from the finished cells, a chang
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import types as pytypes
 
 import pytest
 
+from cp_jax.io.metrics import read_jsonl
 from cp_jax.jobs import results
 from cp_jax.policy import saved
 from experiments import results as results_file
@@ -57,6 +59,10 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     assert not os.path.exists(os.path.join(out, "bench", "anchor.partial"))
     text = open(os.path.join(out, "tables.md")).read()
     assert "cells done: 3 / 3;" in text and "(partial" not in text
+    cell = os.path.join(out, "bench", "anchor")  # its episodes kept compressed (the cells are committed)
+    assert os.path.exists(os.path.join(cell, results.EPISODES))
+    assert not os.path.exists(os.path.join(cell, "episodes.jsonl"))
+    assert len(read_jsonl(os.path.join(cell, results.EPISODES))) == 3 * 2  # pairs x benchmark seeds
     rows = [line for line in text.splitlines() if line.startswith("| ppo_continue |")]
     assert rows and rows[0].startswith("| ppo_continue | 1 |") and "± n/a" in rows[0]  # one seed: no spread
     assert any("**Differences**" in line for line in text.splitlines())
@@ -87,6 +93,14 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     config.cache_dir = ""  # scenes built in memory (the accelerator image, no TFDS): the same cells, kept
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before  # nothing new: not rewritten
+    # A cell finished by a process that wrote its episodes uncompressed is done, and compressed on the next run.
+    with gzip.open(os.path.join(cell, results.EPISODES), "rb") as f:
+        open(os.path.join(cell, "episodes.jsonl"), "wb").write(f.read())
+    os.remove(os.path.join(cell, results.EPISODES))
+    assert results.done(out, cells[1])
+    assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
+    assert len(read_jsonl(os.path.join(cell, results.EPISODES))) == 6 and not os.path.exists(
+        os.path.join(cell, "episodes.jsonl"))
     os.utime(os.path.join(out, "tables.md"), (0, 0))  # a cell finished (or copied in) after the tables
     results.run(config, SWEEP, out)
     before = os.path.getmtime(os.path.join(out, "tables.md"))

@@ -19,6 +19,11 @@ and method (runs, score and clean-goal mean / std, differences with intervals); 
 same tables as one HTML page (cp_jax.bench.html_report). Each is written to a temporary name and moved
 into place.
 
+The finished cells are meant to be committed (.gitignore keeps out checkpoints, TensorBoard logs and
+drawings): a post-training run's policy and logs (~0.3 MB), a benchmark cell's episodes gzip-compressed
+(EPISODES), so cells made in one session (or on an accelerator) are there in the next. A committed
+unfinished run has no checkpoint and starts again.
+
 A cell begun or finished under another config than the one planned for it now is refused before any
 file is touched (each post-training run's run_info.json, each benchmark cell's cell.json), and so is a
 folder whose cells read other policies (OUT/inputs.json: the anchor's and the traffic policies' content
@@ -28,6 +33,7 @@ digests); adding budgets, seeds or variants only adds cells.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import json
 import os
@@ -133,9 +139,22 @@ def plan(config, sweep) -> list[Cell]:
     return cells
 
 
+EPISODES = "episodes.jsonl.gz"  # a benchmark cell's episodes, compressed: the cells are committed (module docstring)
+
+
 def done(out: str, cell: Cell) -> bool:
-    marker = "post_train.json" if cell.kind == "post" else "episodes.jsonl"
-    return os.path.exists(os.path.join(out, cell.path, marker))
+    if cell.kind == "post":
+        return os.path.exists(os.path.join(out, cell.path, "post_train.json"))
+    return any(os.path.exists(os.path.join(out, cell.path, name)) for name in (EPISODES, "episodes.jsonl"))
+
+
+def _compress(folder: str) -> None:
+    """folder/episodes.jsonl -> folder/EPISODES (the same lines, about 10x smaller), written whole."""
+    plain = os.path.join(folder, "episodes.jsonl")
+    with open(plain, "rb") as src, gzip.open(os.path.join(folder, EPISODES + ".tmp"), "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    os.replace(os.path.join(folder, EPISODES + ".tmp"), os.path.join(folder, EPISODES))
+    os.remove(plain)
 
 
 def _plain(x):
@@ -243,6 +262,7 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     partial = target + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     run_benchmark([ego], cell.config, partial, progress=False)
+    _compress(partial)
     with open(os.path.join(partial, "cell.json"), "w") as f:
         json.dump(dict(config=_cell_config(cell, anchor), bench_code=bench_code_digest(), commit=git_revision(),
                        backend=jax.default_backend()), f, indent=1)  # (which machine made it: cpu, gpu, tpu)
@@ -264,6 +284,9 @@ def run(config, sweep, out: str) -> str:
         print(f"results: {len(waiting)} benchmark cells wait for post-training runs not selected "
               f"(e.g. {waiting[0].run})")
         todo = [c for c in todo if c not in waiting]
+    for cell in cells:  # a cell finished by a process that kept its episodes uncompressed
+        if cell.kind == "bench" and os.path.exists(os.path.join(out, cell.path, "episodes.jsonl")):
+            _compress(os.path.join(out, cell.path))
     limit = config.max_cells or len(todo)
     t0 = time.time()
     print(f"results: {len(cells)} cells, {sum(done(out, c) for c in cells)} done; running {min(limit, len(todo))} now "
@@ -286,7 +309,7 @@ def _records(out: str, cells: list[Cell], prefix: str, tag: str | None) -> list[
     for c in cells:
         mine = not c.run if tag is None else bool(c.run) and c.path.split("/")[1] == tag
         if c.kind == "bench" and c.path.split("/")[0] == prefix and mine and done(out, c):
-            recs += read_jsonl(os.path.join(out, c.path, "episodes.jsonl"))
+            recs += read_jsonl(os.path.join(out, c.path, EPISODES))
     return recs
 
 
