@@ -10,7 +10,6 @@ import types as pytypes
 
 import pytest
 
-from cp_jax.io.metrics import read_jsonl
 from cp_jax.jobs import results
 from cp_jax.policy import saved
 from experiments import results as results_file
@@ -62,7 +61,7 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     cell = os.path.join(out, "bench", "anchor")  # its episodes kept compressed (the cells are committed)
     assert os.path.exists(os.path.join(cell, results.EPISODES))
     assert not os.path.exists(os.path.join(cell, "episodes.jsonl"))
-    assert len(read_jsonl(os.path.join(cell, results.EPISODES))) == 3 * 2  # pairs x benchmark seeds
+    assert len(results.read_episodes(os.path.join(cell, results.EPISODES))) == 3 * 2  # pairs x benchmark seeds
     rows = [line for line in text.splitlines() if line.startswith("| ppo_continue |")]
     assert rows and rows[0].startswith("| ppo_continue | 1 |") and "± n/a" in rows[0]  # one seed: no spread
     assert any("**Differences**" in line for line in text.splitlines())
@@ -94,13 +93,14 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before  # nothing new: not rewritten
     # A cell finished by a process that wrote its episodes uncompressed is done, and compressed on the next run.
-    with gzip.open(os.path.join(cell, results.EPISODES), "rb") as f:
-        open(os.path.join(cell, "episodes.jsonl"), "wb").write(f.read())
+    stored = results.read_episodes(os.path.join(cell, results.EPISODES))
+    with open(os.path.join(cell, "episodes.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in stored)
     os.remove(os.path.join(cell, results.EPISODES))
     assert results.done(out, cells[1])
     assert results.run(config, SWEEP, out) == open(os.path.join(out, "tables.md")).read()
-    assert len(read_jsonl(os.path.join(cell, results.EPISODES))) == 6 and not os.path.exists(
-        os.path.join(cell, "episodes.jsonl"))
+    assert results.read_episodes(os.path.join(cell, results.EPISODES)) == stored  # the same records
+    assert not os.path.exists(os.path.join(cell, "episodes.jsonl"))
     os.utime(os.path.join(out, "tables.md"), (0, 0))  # a cell finished (or copied in) after the tables
     results.run(config, SWEEP, out)
     before = os.path.getmtime(os.path.join(out, "tables.md"))
@@ -127,6 +127,22 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     with pytest.raises(ValueError, match="bench/anchor: made by other simulator"):
         results.run(config, SWEEP, out)
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before
+
+
+def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
+    """A cell's episodes: float32 metrics in their shortest spelling, other numbers in full, a key a
+    record lacks left out again, booleans and strings as they were."""
+    import numpy as np
+
+    records = [dict(policy="a", seed=0, ok=True, score=float(np.float32(61.234567)), x=0.1, nan=float("nan")),
+               dict(policy="b", seed=1, ok=False, score=float(np.float32(1e-7)), x=1 / 3, nan=0.5)]
+    path = str(tmp_path / "e.json.gz")
+    results.write_episodes(records, path)
+    back = results.read_episodes(path)
+    assert back[1] == records[1] and set(back[0]) == set(records[0]) and np.isnan(back[0]["nan"])
+    assert {k: v for k, v in back[0].items() if k != "nan"} == {k: v for k, v in records[0].items() if k != "nan"}
+    text = gzip.open(path).read()
+    assert b"61.234566" in text and b"0.1,0.3333333333333333" in text  # float32 shortest; float64 in full
 
 
 def test_readme_headline_equals_the_committed_results():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import math
 import os
@@ -35,10 +34,9 @@ def json_safe(x):
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    """All records of a JSONL file (gzip-compressed where the name ends in .gz); an unparsable line (e.g.
-    cut by a kill) is skipped with a warning."""
+    """All records of a JSONL file; an unparsable line (e.g. cut by a kill) is skipped with a warning."""
     records = []
-    with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
+    with open(path) as f:
         for i, line in enumerate(f):
             if not line.strip():
                 continue
