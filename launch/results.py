@@ -3,7 +3,7 @@ one policy) run or resumed, then results/tables.md and results/results.json (cp_
 
     python -m launch.results --out=results
     python -m launch.results --out=results --config.max_cells=6     # spread the CPU work over sessions
-    python -m launch.results --out=results --readme                 # and the README's headline table
+    python -m launch.results --out=results --readme                 # and README's / STATUS's headline table
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from absl import flags
 from launch import cli
 
 flags.DEFINE_string("out", "results", "output directory")
-flags.DEFINE_bool("readme", False, "rewrite the README's results block from OUT/results.json afterwards")
+flags.DEFINE_bool("readme", False, "rewrite the results block of README.md and STATUS.md from OUT/results.json "
+                  "afterwards")
 cli.config_file(
     os.path.join(os.path.dirname(__file__), "..", "experiments", "results.py"),
     "results file (ml_collections); override fields with --config.FIELD=VALUE",
@@ -32,9 +33,10 @@ def main(_):
         results._check_resume(FLAGS.out, results.plan(FLAGS.config, module), FLAGS.config.anchor)
     results.run(FLAGS.config, module, FLAGS.out)
     if FLAGS.readme:
-        readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
         with open(os.path.join(FLAGS.out, "results.json")) as f:
-            results.update_readme(readme, json.load(f))
+            figures = json.load(f)
+        for name in ("README.md", "STATUS.md"):
+            results.update_readme(os.path.join(os.path.dirname(__file__), "..", name), figures)
 
 
 if __name__ == "__main__":

@@ -146,21 +146,23 @@ def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
 
 
 def test_readme_headline_equals_the_committed_results():
-    """The README quotes test-set figures only from the committed results/results.json, exactly; without
-    it, none (a results/ folder a user made but did not commit is not the project's)."""
+    """README.md and STATUS.md quote test-set figures only from the committed results/results.json, exactly
+    (the block `launch.results --readme` writes); without it, none (a results/ folder a user made but did
+    not commit is not the project's)."""
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    readme = open(os.path.join(root, "README.md")).read()
     path = os.path.join(root, "results", "results.json")
     tracked = subprocess.run(["git", "ls-files", "--error-unmatch", "results/results.json"], cwd=root,
                              capture_output=True).returncode == 0
-    if not tracked:
-        assert results.README_BEGIN not in readme
-        return
-    assert results.README_BEGIN in readme and results.README_END in readme, "README.md: no results block"
-    block = readme.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
-    assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path)))
+    for name in ("README.md", "STATUS.md"):
+        text = open(os.path.join(root, name)).read()
+        if not tracked:
+            assert results.README_BEGIN not in text, name
+            continue
+        assert results.README_BEGIN in text and results.README_END in text, f"{name}: no results block"
+        block = text.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
+        assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path))), name
 
 
 def test_policy_digest_follows_the_files_that_drive(tmp_path, anchor):  # noqa: F811
