@@ -10,13 +10,14 @@ import time
 
 
 def git_revision() -> str:
-    """The checkout's commit (with '+dirty' when it has uncommitted changes), or 'unknown'."""
+    """The checkout's commit (with '+dirty' when tracked files have uncommitted changes: new outputs such as
+    results cells are not code), or 'unknown'."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=here, capture_output=True, text=True,
-                               check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, check=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -391,13 +391,18 @@ def _atomic_write(path: str, text: str) -> None:
     os.replace(tmp, path)
 
 
+def _short(commit: str) -> str:
+    """'445aa2b44eaf...+dirty' -> '445aa2b44eaf+dirty'."""
+    return commit.split("+")[0][:12] + ("+dirty" if commit.endswith("+dirty") else "")
+
+
 def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     """tables.md and results.json from every finished cell (module docstring)."""
     bench = _bench(config)
     regimes = bench.regime_list
     n_done = sum(done(out, c) for c in cells)
-    commits = sorted({(_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision", "unknown")
-                      for c in cells if done(out, c)})
+    commits = sorted({_short((_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision",
+                                                          "unknown")) for c in cells if done(out, c)})
     header = [
         "# Results on the test sets", "",
         f"- command: `{' '.join(['python -m launch.results', *sys.argv[1:]])}`",
@@ -405,7 +410,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- cells done: {n_done} / {len(cells)}" + ("" if n_done == len(cells) else " (partial: rows missing a "
                                                     "finished benchmark cell are left out)")
-        + f"; made at commits {', '.join(c[:12] for c in commits) or '—'} (benchmark cells all by the same "
+        + f"; made at commits {', '.join(commits) or '—'} (benchmark cells all by the same "
           f"simulator / benchmark / scene code, {bench_code_digest()})",
         f"- benchmark: {bench.scenes}, {bench.pairs} pairs per split, {bench.seeds} benchmark seeds, regimes "
         f"{', '.join(regimes)}; post-training seeds {tuple(config.seeds)}",
