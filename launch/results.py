@@ -35,8 +35,12 @@ def main(_):
     if FLAGS.readme:
         with open(os.path.join(FLAGS.out, "results.json")) as f:
             figures = json.load(f)
-        for name in ("README.md", "STATUS.md"):
-            results.update_readme(os.path.join(os.path.dirname(__file__), "..", name), figures)
+        paths = [os.path.join(os.path.dirname(__file__), "..", name) for name in ("README.md", "STATUS.md")]
+        for path in paths:  # both have the block, or neither is touched
+            if results.README_BEGIN not in open(path).read():
+                raise ValueError(f"{path}: no {results.README_BEGIN} ... {results.README_END} block to replace")
+        for path in paths:
+            results.update_readme(path, figures)
 
 
 if __name__ == "__main__":

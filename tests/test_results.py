@@ -134,15 +134,20 @@ def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
     record lacks left out again, booleans and strings as they were."""
     import numpy as np
 
-    records = [dict(policy="a", seed=0, ok=True, score=float(np.float32(61.234567)), x=0.1, nan=float("nan")),
-               dict(policy="b", seed=1, ok=False, score=float(np.float32(1e-7)), x=1 / 3, nan=0.5)]
+    records = [dict(policy="a", seed=0, ok=True, score=float(np.float32(61.234567)), x=0.1, nan=float("nan"),
+                    one=1.0, big=1e300),
+               dict(policy="b", seed=1, ok=False, score=float(np.float32(1e-7)), x=1 / 3, nan=0.5, one=1, none=None),
+               {}]
     path = str(tmp_path / "e.json.gz")
     results.write_episodes(records, path)
     back = results.read_episodes(path)
-    assert back[1] == records[1] and set(back[0]) == set(records[0]) and np.isnan(back[0]["nan"])
+    assert back[1:] == records[1:] and set(back[0]) == set(records[0]) and np.isnan(back[0]["nan"])
     assert {k: v for k, v in back[0].items() if k != "nan"} == {k: v for k, v in records[0].items() if k != "nan"}
+    assert type(back[0]["one"]) is float and type(back[1]["one"]) is int  # 1.0 stays a float, 1 an int
     text = gzip.open(path).read()
     assert b"61.234566" in text and b"0.1,0.3333333333333333" in text  # float32 shortest; float64 in full
+    results.write_episodes([], path)
+    assert results.read_episodes(path) == []
 
 
 def test_readme_headline_equals_the_committed_results():
@@ -162,7 +167,9 @@ def test_readme_headline_equals_the_committed_results():
             continue
         assert results.README_BEGIN in text and results.README_END in text, f"{name}: no results block"
         block = text.split(results.README_BEGIN, 1)[1].split(results.README_END, 1)[0]
-        assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path))), name
+        assert results.README_BEGIN + block + results.README_END == results.readme_block(json.load(open(path))), (
+            f"{name}: its results block differs from results/results.json: python -m launch.results --out=results "
+            "--readme")
 
 
 def test_policy_digest_follows_the_files_that_drive(tmp_path, anchor):  # noqa: F811

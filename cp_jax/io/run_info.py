@@ -10,13 +10,13 @@ import time
 
 
 def git_revision() -> str:
-    """The checkout's commit (with '+dirty' when tracked files have uncommitted changes: new outputs such as
-    results cells are not code), or 'unknown'."""
+    """The checkout's commit (with '+dirty' when it has uncommitted changes outside results/, whose cells
+    are outputs, not code), or 'unknown'."""
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True,
                              check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", ":(top)", ":(top,exclude)results"], cwd=here,
                                capture_output=True, text=True, check=True).stdout.strip()
         return rev + ("+dirty" if dirty else "")
     except (OSError, subprocess.CalledProcessError):

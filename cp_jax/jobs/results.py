@@ -149,15 +149,19 @@ def done(out: str, cell: Cell) -> bool:
 
 
 def _is_f32(v) -> bool:
-    return isinstance(v, float) and (not np.isfinite(v) or float(np.float32(v)) == v)
+    return isinstance(v, float) and (not np.isfinite(v) or (abs(v) <= F32_MAX and float(np.float32(v)) == v))
+
+
+F32_MAX = float(np.finfo(np.float32).max)
 
 
 def write_episodes(records: list[dict], path: str) -> None:
-    """Episode records as gzip-compressed JSON columns {key: [value per record]} (None where a record
-    lacks the key), ~25x smaller than the JSONL and lossless: a column of float32 values (the benchmark's
-    metrics) is spelled in float32's shortest digits and named in "float32"; written whole."""
+    """Episode records as gzip-compressed JSON columns {key: [value per record]}, ~25x smaller than the
+    JSONL and lossless: a column of float32 values (the benchmark's metrics) is spelled in float32's
+    shortest digits and named in "float32"; the records lacking a key are listed in "absent"; written whole."""
     keys = list(dict.fromkeys(k for r in records for k in r))
     cols = {k: [r.get(k) for r in records] for k in keys}
+    absent = {k: [i for i, r in enumerate(records) if k not in r] for k in keys}
     f32 = [k for k, c in cols.items() if any(isinstance(v, float) for v in c)
            and all(v is None or _is_f32(v) for v in c)]
 
@@ -167,7 +171,8 @@ def write_episodes(records: list[dict], path: str) -> None:
         return "[" + ",".join("null" if v is None else json.dumps(v) if not np.isfinite(v) else str(np.float32(v))
                               for v in cols[k]) + "]"
 
-    text = "{" + f'"float32":{json.dumps(f32, separators=(",", ":"))},"columns":{{' + ",".join(
+    head = dict(n=len(records), float32=f32, absent={k: v for k, v in absent.items() if v})
+    text = json.dumps(head, separators=(",", ":"))[:-1] + ',"columns":{' + ",".join(
         f"{json.dumps(k)}:{column(k)}" for k in keys) + "}}"
     with gzip.open(path + ".tmp", "wt") as f:
         f.write(text)
@@ -181,8 +186,8 @@ def read_episodes(path: str) -> list[dict]:
     cols = stored["columns"]
     for k in stored["float32"]:
         cols[k] = [None if v is None else float(np.float32(v)) for v in cols[k]]
-    n = len(next(iter(cols.values()), []))
-    return [{k: c[i] for k, c in cols.items() if c[i] is not None} for i in range(n)]
+    absent = {k: set(v) for k, v in stored["absent"].items()}
+    return [{k: c[i] for k, c in cols.items() if i not in absent.get(k, ())} for i in range(stored["n"])]
 
 
 def _compress(folder: str) -> None:
@@ -298,6 +303,7 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     shutil.rmtree(partial, ignore_errors=True)
     run_benchmark([ego], cell.config, partial, progress=False)
     _compress(partial)
+    shutil.rmtree(target, ignore_errors=True)  # a cell folder that is not done (e.g. committed without episodes)
     with open(os.path.join(partial, "cell.json"), "w") as f:
         json.dump(dict(config=_cell_config(cell, anchor), bench_code=bench_code_digest(), commit=git_revision(),
                        backend=jax.default_backend()), f, indent=1)  # (which machine made it: cpu, gpu, tpu)
