@@ -148,11 +148,11 @@ def done(out: str, cell: Cell) -> bool:
     return any(os.path.exists(os.path.join(out, cell.path, name)) for name in (EPISODES, "episodes.jsonl"))
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
 def _is_f32(v) -> bool:
     return isinstance(v, float) and (not np.isfinite(v) or (abs(v) <= F32_MAX and float(np.float32(v)) == v))
-
-
-F32_MAX = float(np.finfo(np.float32).max)
 
 
 def write_episodes(records: list[dict], path: str) -> None:
