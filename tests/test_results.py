@@ -150,6 +150,25 @@ def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
     assert results.read_episodes(path) == []
 
 
+def test_readme_block_lists_the_real_scenes_after_the_procedural_ones():
+    """The headline block carries the real test scenes' Table I rows as "real SPLIT", after the procedural
+    splits' rows; a budget without real cells has none."""
+    diff = dict(mean=-1.0, lo=-2.0, hi=0.5, pairs=10)
+    row = dict(runs=3, score=60.0, score_std=1.0, clean=80.0, clean_std=2.0,
+               minus_anchor=dict(score=diff, clean=diff))
+    anchor_row = dict(runs=1, score=61.0, score_std=None, clean=81.0, clean_std=None)
+    budget = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": row}},
+                  real_table_i={"random": {"anchor": anchor_row, "counterplay": row}})
+    figures = dict(commit="0123456789", cells_done=5, cells=9, budgets={"B1": budget})
+    lines = results.readme_block(figures).splitlines()
+    procedural = lines.index("| interactive | counterplay | 3 | 60.0 ± 1.0 | 80.0 ± 2.0 | -1.0 [-2.0, +0.5] | "
+                             "-1.0 [-2.0, +0.5] |")
+    real = lines.index("| real random | anchor | 1 | 61.0 ± n/a | 81.0 ± n/a | — | — |")
+    assert procedural < real and "| real random | counterplay | 3 |" in lines[real + 1]
+    del budget["real_table_i"]
+    assert not any("real" in line for line in results.readme_block(figures).splitlines()[1:])
+
+
 def test_readme_headline_equals_the_committed_results():
     """README.md and STATUS.md quote test-set figures only from the committed results/results.json, exactly
     (the block `launch.results --readme` writes); without it, none (a results/ folder a user made but did

@@ -462,16 +462,17 @@ README_BEGIN, README_END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
 def readme_block(figures: dict, budget: str | None = None) -> str:
-    """The README's headline table from results.json's figures: per split, each Table I method's runs,
-    score and clean-goal rate (mean ± std over runs) and its paired difference from the anchor, at the
-    given budget tag (default: the first), between README_BEGIN and README_END."""
+    """The README's headline table from results.json's figures: per split (procedural, then the real test
+    scenes' as "real SPLIT"), each Table I method's runs, score and clean-goal rate (mean ± std over runs)
+    and its paired difference from the anchor, at the given budget tag (default: the first), between
+    README_BEGIN and README_END."""
     tag = budget or next(iter(figures["budgets"]))
-    table = figures["budgets"][tag]["table_i"]
+    tables = {"": figures["budgets"][tag]["table_i"], "real ": figures["budgets"][tag].get("real_table_i", {})}
     lines = [README_BEGIN, f"Test set, budget {tag[1:]}% (`results/results.json`, commit {figures['commit'][:7]}, "
              f"{figures['cells_done']} / {figures['cells']} cells):", "",
              "| split | method | runs | score | clean goal % | score − anchor [95%] | clean − anchor [95%] |",
              "|---|---|---|---|---|---|---|"]
-    for split, rows in table.items():
+    for split, rows in ((prefix + split, rows) for prefix, table in tables.items() for split, rows in table.items()):
         for method, row in rows.items():
             diff = [stats.Difference(**row["minus_anchor"][k]).text(1) if "minus_anchor" in row else "—"
                     for k in ("score", "clean")]
