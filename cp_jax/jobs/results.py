@@ -406,9 +406,10 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     """tables.md and results.json from every finished cell (module docstring)."""
     bench = _bench(config)
     regimes = bench.regime_list
-    n_done = sum(done(out, c) for c in cells)
+    finished = [c for c in cells if done(out, c)]
+    n_done = len(finished)
     commits = sorted({_short((_stored(out, c) or {}).get("commit" if c.kind == "bench" else "git_revision",
-                                                          "unknown")) for c in cells if done(out, c)})
+                                                          "unknown")) for c in finished})
     header = [
         "# Results on the test sets", "",
         f"- command: `{' '.join(['python -m launch.results', *sys.argv[1:]])}`",
@@ -432,8 +433,8 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
             if style not in bench.ego_styles:
                 recs += _records(out, cells, f"bench_{style}", None) + _records(out, cells, f"bench_{style}", tag)
         spent = {}
-        for c in cells:
-            if c.kind == "post" and c.path.startswith(f"runs/{tag}/") and done(out, c):
+        for c in finished:
+            if c.kind == "post" and c.path.startswith(f"runs/{tag}/"):
                 spent[c.path.rsplit("/", 1)[1]] = json.load(open(os.path.join(out, c.path, "post_train.json")))[
                     "agent_steps"]
         blocks.append(f"## Budget {100 * frac:g}% of the anchor's training\n\nAgent-steps charged per run: "
@@ -467,12 +468,13 @@ def readme_block(figures: dict, budget: str | None = None) -> str:
     and its paired difference from the anchor, at the given budget tag (default: the first), between
     README_BEGIN and README_END."""
     tag = budget or next(iter(figures["budgets"]))
-    tables = {"": figures["budgets"][tag]["table_i"], "real ": figures["budgets"][tag].get("real_table_i", {})}
     lines = [README_BEGIN, f"Test set, budget {tag[1:]}% (`results/results.json`, commit {figures['commit'][:7]}, "
              f"{figures['cells_done']} / {figures['cells']} cells):", "",
              "| split | method | runs | score | clean goal % | score − anchor [95%] | clean − anchor [95%] |",
              "|---|---|---|---|---|---|---|"]
-    for split, rows in ((prefix + split, rows) for prefix, table in tables.items() for split, rows in table.items()):
+    budget = figures["budgets"][tag]
+    rows_by_split = {**budget["table_i"], **{f"real {s}": rows for s, rows in budget.get("real_table_i", {}).items()}}
+    for split, rows in rows_by_split.items():
         for method, row in rows.items():
             diff = [stats.Difference(**row["minus_anchor"][k]).text(1) if "minus_anchor" in row else "—"
                     for k in ("score", "clean")]
