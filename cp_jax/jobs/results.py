@@ -145,7 +145,7 @@ EPISODES = "episodes.json.gz"  # a benchmark cell's episodes, stored compactly: 
 def done(out: str, cell: Cell) -> bool:
     if cell.kind == "post":
         return os.path.exists(os.path.join(out, cell.path, "post_train.json"))
-    return any(os.path.exists(os.path.join(out, cell.path, name)) for name in (EPISODES, "episodes.jsonl"))
+    return os.path.exists(os.path.join(out, cell.path, EPISODES))
 
 
 F32_MAX = float(np.finfo(np.float32).max)
@@ -325,9 +325,6 @@ def run(config, sweep, out: str) -> str:
         print(f"results: {len(waiting)} benchmark cells wait for post-training runs not selected "
               f"(e.g. {waiting[0].run})")
         todo = [c for c in todo if c not in waiting]
-    for cell in cells:  # a cell finished by a process that kept its episodes uncompressed
-        if cell.kind == "bench" and os.path.exists(os.path.join(out, cell.path, "episodes.jsonl")):
-            _compress(os.path.join(out, cell.path))
     limit = config.max_cells or len(todo)
     t0 = time.time()
     print(f"results: {len(cells)} cells, {sum(done(out, c) for c in cells)} done; running {min(limit, len(todo))} now "
