@@ -10,6 +10,7 @@ import types as pytypes
 
 import pytest
 
+from cp_jax.bench import config as bench_config
 from cp_jax.jobs import results
 from cp_jax.policy import saved
 from experiments import results as results_file
@@ -54,7 +55,10 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     os.makedirs(os.path.join(out, "bench", "anchor.partial"))
     open(os.path.join(out, "bench", "anchor.partial", "episodes.jsonl"), "w").write("{truncated")
     config.max_cells = 0
+    built, build = [], bench_config.BenchConfig.suite
+    monkeypatch.setattr(bench_config.BenchConfig, "suite", lambda self, egos: built.append(self) or build(self, egos))
     results.run(config, SWEEP, out)
+    assert len(built) == 1  # the two benchmark cells of one invocation share their scenes
     assert not os.path.exists(os.path.join(out, "bench", "anchor.partial"))
     text = open(os.path.join(out, "tables.md")).read()
     assert "cells done: 3 / 3;" in text and "(partial" not in text

@@ -292,7 +292,9 @@ def _check_inputs(out: str, config) -> None:
     _atomic_write(path, json.dumps(now, indent=1))
 
 
-def _run_cell(out: str, cell: Cell, anchor: str) -> None:
+def _run_cell(out: str, cell: Cell, anchor: str, scenes: dict | None = None) -> None:
+    """Run one cell into OUT/cell.path (a benchmark cell via a .partial folder); scenes: the dict that keeps
+    the benchmark's scenes across the cells of one invocation (`run_benchmark`)."""
     target = os.path.join(out, cell.path)
     if cell.kind == "post":
         post_train.post_train(cell.config, target)
@@ -301,7 +303,7 @@ def _run_cell(out: str, cell: Cell, anchor: str) -> None:
     ego = episodes.from_saved(cell.policy, saved.load(folder))
     partial = target + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
-    run_benchmark([ego], cell.config, partial, progress=False)
+    run_benchmark([ego], cell.config, partial, progress=False, scenes=scenes)
     _compress(partial)
     shutil.rmtree(target, ignore_errors=True)  # a cell folder that is not done (e.g. committed without episodes)
     with open(os.path.join(partial, "cell.json"), "w") as f:
@@ -329,9 +331,10 @@ def run(config, sweep, out: str) -> str:
     t0 = time.time()
     print(f"results: {len(cells)} cells, {sum(done(out, c) for c in cells)} done; running {min(limit, len(todo))} now "
           f"-> {out}", flush=True)
+    scenes = {}  # the benchmark cells' scenes, built once per BenchConfig
     for i, cell in enumerate(todo[:limit]):
         print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)
-        _run_cell(out, cell, config.anchor)
+        _run_cell(out, cell, config.anchor, scenes)
     tables = os.path.join(out, "tables.md")
     if not todo and os.path.exists(tables) and all(
             os.path.getmtime(os.path.join(out, c.path)) <= os.path.getmtime(tables) for c in cells if done(out, c)):
