@@ -4,6 +4,8 @@ one policy) run or resumed, then results/tables.md and results/results.json (cp_
     python -m launch.results --out=results
     python -m launch.results --out=results --config.max_cells=6     # spread the CPU work over sessions
     python -m launch.results --out=results --readme                 # and README's / STATUS's headline table
+    python -m launch.results --out=results --config.only="('bench/anchor',)" --readme   # tables only: a finished
+                                                                    # prefix runs nothing (max_cells=0 runs every cell)
 """
 
 from __future__ import annotations
