@@ -85,7 +85,7 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     results.update_readme(str(readme), figures)
     block = readme.read_text()
     assert block.startswith("intro\n<!-- results:begin -->") and block.endswith("<!-- results:end -->\nrest\n")
-    assert "| interactive | ppo_continue | 1 |" in block and "old" not in block
+    assert "| 0.6% | ppo_continue | 1 | " in block and "old" not in block
     with pytest.raises(ValueError, match="no <!-- results:begin -->"):
         results.update_readme(str(tmp_path / "results" / "tables.md"), figures)
 
@@ -145,22 +145,28 @@ def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
     assert results.read_episodes(path) == []
 
 
-def test_readme_block_lists_the_real_scenes_after_the_procedural_ones():
-    """The headline block carries the real test scenes' Table I rows as "real SPLIT", after the procedural
-    splits' rows; a budget without real cells has none."""
+def test_readme_block_lists_every_budget_and_the_real_scenes_after_the_procedural_ones():
+    """The headline block: the anchor's figures per split, then one row per budget x Table I method with its
+    difference from the anchor per split, the real test scenes' as "real SPLIT" after the procedural ones;
+    a split a budget has no cells for reads "—", and variants outside Table I are left to tables.md."""
     diff = dict(mean=-1.0, lo=-2.0, hi=0.5, pairs=10)
+    up = dict(mean=2.25, lo=1.0, hi=3.5, pairs=10)
     row = dict(runs=3, score=60.0, score_std=1.0, clean=80.0, clean_std=2.0,
-               minus_anchor=dict(score=diff, clean=diff))
+               minus_anchor=dict(score=diff, clean=up))
     anchor_row = dict(runs=1, score=61.0, score_std=None, clean=81.0, clean_std=None)
-    budget = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": row}},
-                  real_table_i={"random": {"anchor": anchor_row, "counterplay": row}})
-    figures = dict(commit="0123456789", cells_done=5, cells=9, budgets={"B1": budget})
+    b1 = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": row, "no_style": row}},
+              real_table_i={"random": {"anchor": dict(anchor_row, score=44.0), "counterplay": row}})
+    b5 = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": dict(row, runs=2)}})
+    figures = dict(config=dict(table_i=["counterplay", "ppo_continue"]), commit="0123456789", cells_done=5,
+                   cells=9, budgets={"B1": b1, "B5": b5})
     lines = results.readme_block(figures).splitlines()
-    procedural = lines.index("| interactive | counterplay | 3 | 60.0 ± 1.0 | 80.0 ± 2.0 | -1.0 [-2.0, +0.5] | "
-                             "-1.0 [-2.0, +0.5] |")
-    real = lines.index("| real random | anchor | 1 | 61.0 ± n/a | 81.0 ± n/a | — | — |")
-    assert procedural < real and "| real random | counterplay | 3 |" in lines[real + 1]
-    del budget["real_table_i"]
+    assert "interactive 61.0 / 81.0, real random 44.0 / 81.0." in lines[1]
+    assert "| budget | method | runs | interactive | real random |" in lines
+    one = lines.index("| 1% | counterplay | 3 | -1.0 [-2.0, +0.5] / +2.2 [+1.0, +3.5] | "
+                      "-1.0 [-2.0, +0.5] / +2.2 [+1.0, +3.5] |")
+    assert lines[one + 1] == "| 5% | counterplay | 2 | -1.0 [-2.0, +0.5] / +2.2 [+1.0, +3.5] | — |"
+    assert not any("no_style" in line or "ppo_continue" in line for line in lines)
+    del b1["real_table_i"]
     assert not any("real" in line for line in results.readme_block(figures).splitlines()[1:])
 
 

@@ -462,25 +462,41 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
 README_BEGIN, README_END = "<!-- results:begin -->", "<!-- results:end -->"
 
 
-def readme_block(figures: dict, budget: str | None = None) -> str:
-    """The README's headline table from results.json's figures: per split (procedural, then the real test
-    scenes' as "real SPLIT"), each Table I method's runs, score and clean-goal rate (mean ± std over runs)
-    and its paired difference from the anchor, at the given budget tag (default: the first), between
-    README_BEGIN and README_END."""
-    tag = budget or next(iter(figures["budgets"]))
-    lines = [README_BEGIN, f"Test set, budget {tag[1:]}% (`results/results.json`, commit {figures['commit'][:7]}, "
-             f"{figures['cells_done']} / {figures['cells']} cells):", "",
-             "| split | method | runs | score | clean goal % | score − anchor [95%] | clean − anchor [95%] |",
-             "|---|---|---|---|---|---|---|"]
-    budget = figures["budgets"][tag]
-    rows_by_split = {**budget["table_i"], **{f"real {s}": rows for s, rows in budget.get("real_table_i", {}).items()}}
-    for split, rows in rows_by_split.items():
-        for method, row in rows.items():
-            diff = [stats.Difference(**row["minus_anchor"][k]).text(1) if "minus_anchor" in row else "—"
-                    for k in ("score", "clean")]
-            spread = [float("nan") if row[f"{k}_std"] is None else row[f"{k}_std"] for k in ("score", "clean")]
-            lines.append(f"| {split} | {method} | {row['runs']} | {stats.pm(row['score'], spread[0], 1)} | "
-                         f"{stats.pm(row['clean'], spread[1], 1)} | {diff[0]} | {diff[1]} |")
+def readme_block(figures: dict) -> str:
+    """The README's headline table from results.json's figures, between README_BEGIN and README_END: the
+    anchor's score / clean-goal rate per split (procedural, then the real test scenes' as "real SPLIT"),
+    then one row per budget x Table I method (config.table_i; the other variants are in tables.md): its
+    runs and, per split, its paired difference from the anchor in score / clean goal with the 95% interval
+    over scenes ("—" where that split has no cells yet)."""
+    budgets = figures["budgets"]
+    per_budget = {tag: {**b["table_i"], **{f"real {s}": rows for s, rows in b.get("real_table_i", {}).items()}}
+                  for tag, b in budgets.items()}
+    splits = list(dict.fromkeys(split for rows in per_budget.values() for split in rows))
+    anchor = {}
+    for rows in per_budget.values():
+        for split in splits:
+            if "anchor" in rows.get(split, {}):
+                anchor.setdefault(split, rows[split]["anchor"])
+    lines = [README_BEGIN, f"Test sets (`results/results.json`, commit {figures['commit'][:7]}, "
+             f"{figures['cells_done']} / {figures['cells']} cells). The anchor, score / clean goal %: "
+             + ", ".join(f"{split} {row['score']:.1f} / {row['clean']:.1f}" for split, row in anchor.items())
+             + ". Each method minus the anchor, score / clean goal [95% over scenes], over its runs x 2 "
+             "benchmark seeds (budget: % of the anchor's training):", "",
+             "| budget | method | runs | " + " | ".join(splits) + " |", "|---" * (3 + len(splits)) + "|"]
+    for tag, rows_by_split in per_budget.items():
+        methods = [m for m in dict.fromkeys(m for rows in rows_by_split.values() for m in rows)
+                   if m in figures["config"]["table_i"]]  # the other variants: results/tables.md
+        for method in methods:
+            runs = sorted({rows[method]["runs"] for rows in rows_by_split.values() if method in rows})
+            cells = []
+            for split in splits:
+                row = rows_by_split.get(split, {}).get(method)
+                if row is None or "minus_anchor" not in row:
+                    cells.append("—")
+                    continue
+                score, clean = (stats.Difference(**row["minus_anchor"][k]).text(1) for k in ("score", "clean"))
+                cells.append(f"{score} / {clean}")
+            lines.append(f"| {tag[1:]}% | {method} | {'/'.join(map(str, runs))} | " + " | ".join(cells) + " |")
     return "\n".join([*lines, README_END])
 
 
