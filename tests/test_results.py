@@ -157,8 +157,8 @@ def test_readme_block_lists_every_budget_and_the_real_scenes_after_the_procedura
     b1 = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": row, "no_style": row}},
               real_table_i={"random": {"anchor": dict(anchor_row, score=44.0), "counterplay": row}})
     b5 = dict(table_i={"interactive": {"anchor": anchor_row, "counterplay": dict(row, runs=2)}})
-    figures = dict(config=dict(table_i=["counterplay", "ppo_continue"]), commit="0123456789", cells_done=5,
-                   cells=9, budgets={"B1": b1, "B5": b5})
+    figures = dict(config=dict(table_i=["counterplay", "ppo_continue"], bench=dict(seeds=2)),
+                   commit="0123456789", cells_done=5, cells=9, budgets={"B1": b1, "B5": b5})
     lines = results.readme_block(figures).splitlines()
     assert "interactive 61.0 / 81.0, real random 44.0 / 81.0." in lines[1]
     assert "| budget | method | runs | interactive | real random |" in lines

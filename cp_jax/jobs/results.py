@@ -468,20 +468,19 @@ def readme_block(figures: dict) -> str:
     then one row per budget x Table I method (config.table_i; the other variants are in tables.md): its
     runs and, per split, its paired difference from the anchor in score / clean goal with the 95% interval
     over scenes ("—" where that split has no cells yet)."""
-    budgets = figures["budgets"]
     per_budget = {tag: {**b["table_i"], **{f"real {s}": rows for s, rows in b.get("real_table_i", {}).items()}}
-                  for tag, b in budgets.items()}
+                  for tag, b in figures["budgets"].items()}
     splits = list(dict.fromkeys(split for rows in per_budget.values() for split in rows))
-    anchor = {}
-    for rows in per_budget.values():
-        for split in splits:
-            if "anchor" in rows.get(split, {}):
-                anchor.setdefault(split, rows[split]["anchor"])
+    anchor = {}  # the anchor's cell is shared by every budget: its first appearance per split
+    for rows_by_split in per_budget.values():
+        for split, rows in rows_by_split.items():
+            if "anchor" in rows:
+                anchor.setdefault(split, rows["anchor"])
     lines = [README_BEGIN, f"Test sets (`results/results.json`, commit {figures['commit'][:7]}, "
              f"{figures['cells_done']} / {figures['cells']} cells). The anchor, score / clean goal %: "
              + ", ".join(f"{split} {row['score']:.1f} / {row['clean']:.1f}" for split, row in anchor.items())
-             + ". Each method minus the anchor, score / clean goal [95% over scenes], over its runs x 2 "
-             "benchmark seeds (budget: % of the anchor's training):", "",
+             + ". Each method minus the anchor, score / clean goal [95% over scenes], over its runs x "
+             f"{figures['config']['bench']['seeds']} benchmark seeds (budget: % of the anchor's training):", "",
              "| budget | method | runs | " + " | ".join(splits) + " |", "|---" * (3 + len(splits)) + "|"]
     for tag, rows_by_split in per_budget.items():
         methods = [m for m in dict.fromkeys(m for rows in rows_by_split.values() for m in rows)
