@@ -145,6 +145,30 @@ def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
     assert results.read_episodes(path) == []
 
 
+def test_table_i_figures_pair_every_method_with_each_reference():
+    """Each method's difference from the anchor, PPO-Continue and CounterPlay is matched pair by pair, in
+    score points and clean-goal percentage points; no method is differenced from itself."""
+    from tests.test_bench_report import _rec
+
+    recs = []
+    for i in range(4):  # 4 scenes x 2 runs per method; scene i's scores differ per method
+        recs.append(_rec("anchor", "timeout", scene=f"s{i}", score=10.0 + i))
+        for seed in (0, 1):
+            recs.append(_rec(f"counterplay_s{seed}", "completed", scene=f"s{i}", score=30.0 + i))
+            recs.append(_rec(f"ppo_continue_s{seed}", "timeout", scene=f"s{i}", score=12.0 + i))
+            recs.append(_rec(f"no_style_s{seed}", "completed" if i % 2 else "timeout", scene=f"s{i}",
+                             score=25.0 + i))
+    fig = results.table_i_figures(recs, ["idm"], n_boot=200)["interactive"]
+    assert fig["no_style"]["runs"] == 2 and fig["anchor"]["runs"] == 1
+    minus_cp = fig["no_style"]["minus_counterplay"]
+    assert minus_cp["score"]["mean"] == pytest.approx(-5.0) and minus_cp["score"]["pairs"] == 4
+    assert minus_cp["score"]["lo"] == pytest.approx(-5.0) and minus_cp["score"]["hi"] == pytest.approx(-5.0)
+    assert minus_cp["clean"]["mean"] == pytest.approx(-50.0)  # half its scenes completed, all of CounterPlay's
+    assert fig["counterplay"]["minus_ppo_continue"]["score"]["mean"] == pytest.approx(18.0)
+    assert fig["ppo_continue"]["minus_anchor"]["clean"]["mean"] == pytest.approx(0.0)
+    assert "minus_counterplay" not in fig["counterplay"] and "minus_anchor" not in fig["anchor"]
+
+
 def test_readme_block_lists_every_budget_and_the_real_scenes_after_the_procedural_ones():
     """The headline block: the anchor's figures per split, then one row per budget x Table I method with its
     difference from the anchor per split, the real test scenes' as "real SPLIT" after the procedural ones;

@@ -12,7 +12,7 @@ Cells, each finished whole or not at all (a re-run skips finished cells and rest
 `config.only` restricts an invocation to the cells under some paths and `config.max_cells` to a number
 of them; a benchmark cell waits for its post-training run. Tables per budget are built from every
 finished benchmark cell (cp_jax.jobs.sweep.tables: Tables I-V,
-each method's paired difference from the anchor and PPO-Continue with bootstrap intervals), and the
+each method's paired difference from the anchor, PPO-Continue and CounterPlay with bootstrap intervals), and the
 real scenes' Table I. OUT/tables.md holds them under a header (command, commit, anchor, date, cells
 done / total, agent-steps charged per run); OUT/results.json the Table I figures per budget, split
 and method (runs, score and clean-goal mean / std, differences with intervals); OUT/report.html the
@@ -355,8 +355,8 @@ def _records(out: str, cells: list[Cell], prefix: str, tag: str | None) -> list[
 
 
 def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dict:
-    """{split: {method: runs, score / clean mean and std over runs, and each difference from the anchor
-    and PPO-Continue (mean, lo, hi, pairs)}} from normal-style records."""
+    """{split: {method: runs, score / clean mean and std over runs, and each difference from the anchor,
+    PPO-Continue and CounterPlay (minus_REF: mean, lo, hi, pairs)}} from normal-style records."""
     kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == "normal"]
     out = {}
     for split in dict.fromkeys(r["split"] for r in kept):
@@ -381,7 +381,7 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
                 row[k] = float(np.mean(vals))
                 std = stats.sample_std(vals)
                 row[f"{k}_std"] = std if np.isfinite(std) else None
-            for ref in ("anchor", "ppo_continue"):
+            for ref in sweep_job.REFERENCES:
                 if ref in methods and ref != method:
                     row[f"minus_{ref}"] = {k: stats.difference(means[k].get(method, {}), means[k].get(ref, {}),
                                                                stats.METRIC_SCALE[k], n_boot)._asdict()
@@ -447,7 +447,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
             if real:
                 rreg = list(config.real.regimes)
                 blocks.append("### Real test scenes\n\n" + report.method_tables(real, rreg, "anchor")
-                              + "\n\n" + report.difference_table(real, rreg, ["anchor", "ppo_continue"]))
+                              + "\n\n" + report.difference_table(real, rreg, list(sweep_job.REFERENCES)))
                 figures["budgets"][tag]["real_table_i"] = table_i_figures(real, rreg, config.n_boot)
     text = "\n\n".join(blocks) + "\n"
     _atomic_write(os.path.join(out, "tables.md"), text)

@@ -8,7 +8,8 @@ OUT/runs/VARIANT_sSEED: each post-training run (launch.post_train's outputs; fin
 so re-running resumes the sweep). OUT/bench: the benchmark of the anchor and every run
 (episodes.jsonl, summary.json, tables.md, figures; OUT/bench/deploy_STYLE: Table IV's other ego
 styles). OUT/tables.md: Tables I and III (cp_jax.bench.report.method_tables), each method's paired
-difference from the anchor and from PPO-Continue with bootstrap intervals (difference_table), II and V
+difference from the anchor, PPO-Continue and CounterPlay with bootstrap intervals (difference_table:
+REFERENCES), II and V
 (variant_table) and IV (deployment_table), mean ± std over post-training seeds per variant.
 
 A sweep file is a module with get_config(), VARIANTS {name: (experiment module, {dotted key: value})}
@@ -138,12 +139,15 @@ def run(config, sweep, out: str) -> str:
     return text
 
 
+REFERENCES = ("anchor", "ppo_continue", "counterplay")  # every method's paired difference from each
+
+
 def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
     """Tables I and III per ego style, II and V per split, IV per deployment split (Markdown blocks)."""
     sweep = sweep or sweep_module()
     regimes = bench.regime_list
     out = [report.method_tables(records, regimes, "anchor", s) for s in bench.ego_styles]
-    out += [report.difference_table(records, regimes, ["anchor", "ppo_continue"], s) for s in bench.ego_styles]
+    out += [report.difference_table(records, regimes, list(REFERENCES), s) for s in bench.ego_styles]
     for split in bench.splits:
         title = getattr(sweep, "TITLE_II", "Table II (components)")  # a tuning file names its own table
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), title, split))
