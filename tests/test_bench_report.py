@@ -151,17 +151,25 @@ def test_sample_std_and_one_seed_prints_na():
 
 def test_paired_difference_matches_pairs_and_averages_runs():
     """Each pair's value is the mean over the method's runs, regimes and seeds; pairs one side lacks are
-    left out; a constant difference has a zero-width interval, a noisy one an interval around it."""
+    left out; the interval resamples the runs, then the scenes: two runs that agree give a zero-width
+    interval, two that disagree (+20 and 0) an interval spanning both, a noisy run one around its mean."""
     from cp_jax.bench import stats
 
     recs = [_rec("anchor", "timeout", scene=f"s{i}", score=10.0) for i in range(4)]
     recs += [_rec("cp_s0", "completed", scene=f"s{i}", score=30.0) for i in range(5)]  # s4: no anchor episode
     recs += [_rec("cp_s1", "timeout", scene=f"s{i}", score=10.0) for i in range(5)]
-    d = stats.paired_difference(recs, "cp", "anchor", ["idm"], "interactive")
+    recs += [_rec(f"same_s{j}", "timeout", scene=f"s{i}", score=20.0) for i in range(4) for j in range(3)]
+    d = stats.paired_difference(recs, "same", "anchor", ["idm"], "interactive")
     assert d.pairs == 4 and (d.mean, d.lo, d.hi) == pytest.approx((10.0, 10.0, 10.0))
     assert d.verdict == "higher" and d.text() == "+10.00 [+10.00, +10.00]"
+    d = stats.paired_difference(recs, "cp", "anchor", ["idm"], "interactive")
+    assert d.pairs == 4 and (d.mean, d.lo, d.hi) == pytest.approx((10.0, 0.0, 20.0))  # runs drawn {s1,s1}..{s0,s0}
+    assert d.verdict == "inconclusive"  # pooling the runs would have called it +10 [+10, +10]
     clean = stats.paired_difference(recs, "cp", "anchor", ["idm"], "interactive", metric="clean")
     assert clean.mean == pytest.approx(50.0)  # one run of two completes every pair: +50 points
+    # Both sides' runs are resampled: the reference's disagreeing runs widen the interval the same way.
+    reverse = stats.paired_difference(recs, "anchor", "cp", ["idm"], "interactive")
+    assert reverse[:3] == pytest.approx((-10.0, -20.0, 0.0))
     # Differences of +20 and -20 on alternate pairs: mean 0, an interval on both sides of it.
     noisy = [_rec("anchor", "timeout", scene=f"s{i}", score=50.0) for i in range(40)]
     noisy += [_rec("m", "timeout", scene=f"s{i}", score=50.0 + (20.0 if i % 2 else -20.0)) for i in range(40)]

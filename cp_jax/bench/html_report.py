@@ -117,12 +117,12 @@ def interval_table(records: list[dict]) -> str:
     out = [f"<p>Mean over (scene, ego) pairs, every regime ({len(regimes)}) and benchmark seed, ego style {style}; "
            "[95% interval, bootstrap over scenes]. Uncontrollable egos excluded.</p>"]
     for split in dict.fromkeys(r["split"] for r in records):
-        means = {k: stats.all_pair_means(records, regimes, split, k, style, group=False) for k in ("score", "clean")}
+        means = {k: stats.run_pair_means(records, regimes, split, k, style, group=False) for k in ("score", "clean")}
         rows = []
-        for policy, pairs in means["score"].items():
+        for policy, (pairs,) in means["score"].items():
             cells = [policy, str(len(pairs))]
             for k in ("score", "clean"):
-                d = stats.difference(means[k][policy], dict.fromkeys(means[k][policy], 0.0), stats.METRIC_SCALE[k])
+                d = stats.difference(means[k][policy], [dict.fromkeys(means[k][policy][0], 0.0)], stats.METRIC_SCALE[k])
                 cells.append(f"{d.mean:.2f} [{d.lo:.2f}, {d.hi:.2f}]")
             rows.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>")
         out.append(f"<h4>{html.escape(split)}</h4><table><tr><th>policy</th><th>pairs</th><th>score</th>"

@@ -247,9 +247,9 @@ def method_tables(records: list[dict], regimes: list[str], reference: str, ego_s
 def difference_table(records: list[dict], regimes: list[str], references: list[str], ego_style: str = "normal",
                      n_boot: int = 2000, group: bool = True) -> str:
     """Every method's paired difference from each reference (`cp_jax.bench.stats.difference`: over the
-    (scene, ego) pairs both ran, all regimes, benchmark seeds and post-training runs), in score points and
-    clean-goal percentage points, with 95% scene-bootstrap intervals; one block per split. group=False:
-    every policy name on its own (launch.evaluate), not runs METHOD_sSEED pooled."""
+    (scene, ego) pairs both ran, all regimes and benchmark seeds, mean over post-training runs), in score
+    points and clean-goal percentage points, with 95% intervals bootstrapping runs, then scenes; one block
+    per split. group=False: every policy name on its own (launch.evaluate), not runs METHOD_sSEED grouped."""
     kept = [r for r in records if r["ego_controlled"] and r["ego_style"] == ego_style]
     name = method_of if group else (lambda p: p)
     methods = list(dict.fromkeys(name(r["policy"]) for r in kept))
@@ -257,14 +257,14 @@ def difference_table(records: list[dict], regimes: list[str], references: list[s
     head = ["method", *[f"{k} − {ref}" for ref in references for k in ("score", "clean %")]]
     lines = [f"**Differences** — method minus reference over matched (scene, ego) pairs, mean over regimes "
              f"{', '.join(regimes)}, benchmark seeds and post-training runs, [95% bootstrap interval over "
-             f"scenes], ego style {ego_style}"]
+             f"runs, then scenes], ego style {ego_style}"]
     for (split,), rs in _group(kept, ("split",)).items():
         lines += ["", f"*{split}*", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        means = {k: stats.all_pair_means(rs, regimes, split, k, ego_style, group) for k in ("score", "clean")}
+        means = {k: stats.run_pair_means(rs, regimes, split, k, ego_style, group) for k in ("score", "clean")}
         for method in methods:
             if method in references and len(references) == 1:
                 continue
-            cells = [stats.difference(means[k].get(method, {}), means[k].get(ref, {}), stats.METRIC_SCALE[k],
+            cells = [stats.difference(means[k].get(method, []), means[k].get(ref, []), stats.METRIC_SCALE[k],
                                       n_boot).text() if method != ref else "—"
                      for ref in references for k in ("score", "clean")]
             lines.append(f"| {method} | " + " | ".join(cells) + " |")

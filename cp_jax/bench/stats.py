@@ -1,20 +1,21 @@
 """Spread and intervals for benchmark tables: the sample standard deviation over seeds and paired
-bootstrap intervals over (scene, ego) pairs.
+two-level bootstrap intervals over post-training runs and scenes.
 
     sample_std([50.0, 60.0])                     # 7.07 (ddof = 1); nan for fewer than two values
     pm(55.0, sample_std([55.0]))                 # "55.00 ± n/a": one seed has no spread
     d = paired_difference(records, "counterplay", "anchor", regimes, "interactive")
     d.mean, d.lo, d.hi, d.pairs                  # method - reference, 95% interval, pairs matched
 
-A paired difference matches the two policies pair by pair: for each (scene_id, ego) of the split both
-policies ran, each side's value is the mean over its episodes there (every regime, benchmark seed and,
-for a method, every post-training run METHOD_sSEED); the difference is the mean over pairs of method
-minus reference, and its interval the 2.5 / 97.5 percentiles of that mean when the scenes are resampled
-with replacement, each with all its pairs (a cluster bootstrap: a scene's pairs share its traffic;
-`n_boot` times, a fixed generator seed, so tables are reproducible). The post-training runs are pooled,
-not resampled: their spread is the ± std over runs beside it.
+A paired difference matches the two policies pair by pair: for each (scene_id, ego) of the split that
+every run of both policies ran, each run's value is its mean over its episodes there (every regime and
+benchmark seed), a policy's value the mean over its post-training runs METHOD_sSEED (one run for the
+anchor); the difference is the mean over pairs of method minus reference. Its 95% interval is the
+2.5 / 97.5 percentiles of that mean when, `n_boot` times, each side's runs are resampled with
+replacement and then the scenes, each with all its pairs (a scene's pairs share its traffic): the
+interval holds both the post-training spread (a method whose runs disagree is not called better) and
+the scene spread. A fixed generator seed keeps tables reproducible. With three runs a side the run level
+is coarse (a bootstrap of three values), which is why the tables also print the ± std over runs.
 """
-
 from __future__ import annotations
 
 import collections
@@ -62,47 +63,56 @@ def method_of(policy: str) -> str:
     return head if sep and tail.isdigit() else policy
 
 
-def all_pair_means(records: list[dict], regimes, split: str, metric: str = "score", ego_style: str = "normal",
-                   group: bool = True) -> dict[str, dict[tuple, float]]:
-    """{method: {(scene_id, ego): mean of `metric`}} in one pass over the records of `split` (controlled
-    egos, the given regimes, every benchmark seed): a method's runs METHOD_sSEED pooled (`method_of`), or
-    with group=False every policy name on its own."""
+def run_pair_means(records: list[dict], regimes, split: str, metric: str = "score", ego_style: str = "normal",
+                   group: bool = True) -> dict[str, list[dict[tuple, float]]]:
+    """{method: [{(scene_id, ego): mean of `metric`} per post-training run]} in one pass over the records
+    of `split` (controlled egos, the given regimes, every benchmark seed): a method's runs METHOD_sSEED
+    (`method_of`), or with group=False every policy name as a method of one run."""
     regimes = set(regimes)
     sums = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0]))
     for r in records:
         if r["split"] == split and r["ego_style"] == ego_style and r["regime"] in regimes and r["ego_controlled"]:
-            cell = sums[method_of(r["policy"]) if group else r["policy"]][(r["scene_id"], r["ego"])]
+            cell = sums[r["policy"]][(r["scene_id"], r["ego"])]
             cell[0] += float(r[metric])
             cell[1] += 1
-    return {m: {k: total / n for k, (total, n) in pairs.items()} for m, pairs in sums.items()}
+    out = collections.defaultdict(list)
+    for policy, pairs in sums.items():
+        out[method_of(policy) if group else policy].append({k: total / n for k, (total, n) in pairs.items()})
+    return dict(out)
 
 
-def pair_means(records: list[dict], method: str, regimes, split: str, metric: str = "score",
-               ego_style: str = "normal") -> dict[tuple, float]:
-    """`all_pair_means` of one method (its runs pooled)."""
-    return all_pair_means(records, regimes, split, metric, ego_style).get(method, {})
-
-
-def difference(a: dict[tuple, float], b: dict[tuple, float], scale: float = 1.0, n_boot: int = 2000,
+def difference(a: list[dict[tuple, float]], b: list[dict[tuple, float]], scale: float = 1.0, n_boot: int = 2000,
                seed: int = 0) -> Difference:
-    """scale * (a - b) over the (scene_id, ego) pairs both hold, with a 95% interval from a bootstrap that
-    resamples scenes (the pairs of one scene share its traffic and are not independent)."""
-    keys = sorted(set(a) & set(b))
+    """scale * (a - b), each side a list of runs {(scene_id, ego): value} (one run: [values]), over the
+    pairs every run holds, with the two-level bootstrap interval of the module docstring."""
+    keys = sorted(set.intersection(*(set(r) for r in (*a, *b)))) if a and b else []
     if not keys:
         return Difference(float("nan"), float("nan"), float("nan"), 0)
-    d = scale * np.array([a[k] - b[k] for k in keys])
     scene_of = {s: i for i, s in enumerate(dict.fromkeys(k[0] for k in keys))}
     cluster = np.array([scene_of[k[0]] for k in keys])
-    sums, counts = np.bincount(cluster, d), np.bincount(cluster).astype(np.float64)
-    idx = np.random.default_rng(seed).integers(0, len(sums), size=(n_boot, len(sums)))
-    boot = sums[idx].sum(1) / counts[idx].sum(1)
+    counts = np.bincount(cluster).astype(np.float64)  # (S,) pairs per scene
+
+    def scene_sums(side):  # (runs, S): each run's sum over a scene's pairs
+        return np.stack([np.bincount(cluster, scale * np.array([r[k] for k in keys])) for r in side])
+
+    sa, sb = scene_sums(a), scene_sums(b)
+    mean = float((sa.mean(0) - sb.mean(0)).sum() / counts.sum())
+    rng = np.random.default_rng(seed)
+
+    def run_weights(n):  # (n_boot, n): how often each run is drawn, over n draws
+        draws = rng.integers(0, n, size=(n_boot, n, 1)) == np.arange(n)
+        return draws.mean(1) if n > 1 else np.ones((n_boot, 1))
+
+    per_scene = run_weights(len(a)) @ sa - run_weights(len(b)) @ sb  # (n_boot, S)
+    scenes = rng.integers(0, len(counts), size=(n_boot, len(counts)))
+    boot = np.take_along_axis(per_scene, scenes, 1).sum(1) / counts[scenes].sum(1)
     lo, hi = np.percentile(boot, [2.5, 97.5])
-    return Difference(float(d.mean()), float(lo), float(hi), len(keys))
+    return Difference(mean, float(lo), float(hi), len(keys))
 
 
 def paired_difference(records: list[dict], method: str, reference: str, regimes, split: str,
                       metric: str = "score", ego_style: str = "normal", n_boot: int = 2000,
                       seed: int = 0) -> Difference:
-    """method - reference over the pairs both ran (module docstring), with a 95% bootstrap interval."""
-    means = all_pair_means(records, regimes, split, metric, ego_style)
-    return difference(means.get(method, {}), means.get(reference, {}), METRIC_SCALE.get(metric, 1.0), n_boot, seed)
+    """method - reference over the pairs every run of both ran (module docstring), with a 95% interval."""
+    means = run_pair_means(records, regimes, split, metric, ego_style)
+    return difference(means.get(method, []), means.get(reference, []), METRIC_SCALE.get(metric, 1.0), n_boot, seed)

@@ -85,12 +85,12 @@ def headline(records: list[dict], summary: list[dict], reference: str) -> str:
     lines = [f"score (0-100, mean over {len(regimes)} regimes, ego style normal); method - {reference} "
              "[95% interval over scenes]:"]
     for split in dict.fromkeys(r["split"] for r in rows):
-        means = stats.all_pair_means(records, regimes, split, "score", "normal", group=False)
+        means = stats.run_pair_means(records, regimes, split, "score", "normal", group=False)
         parts = []
         for policy in dict.fromkeys(r["policy"] for r in rows):
             text = f"{policy} {np.mean([r['score'] for r in rows if (r['policy'], r['split']) == (policy, split)]):.2f}"
             if policy != reference:
-                d = stats.difference(means.get(policy, {}), means.get(reference, {}), stats.METRIC_SCALE["score"])
+                d = stats.difference(means.get(policy, []), means.get(reference, []), stats.METRIC_SCALE["score"])
                 text += f" ({d.text()})"
             parts.append(text)
         lines.append(f"  {split}: " + " · ".join(parts))

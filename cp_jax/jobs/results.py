@@ -214,18 +214,19 @@ def _cell_config(cell: Cell, anchor: str) -> dict:
 
 
 BENCH_CODE = ("cp_jax/sim", "cp_jax/bench", "cp_jax/scenarios")  # what a benchmark cell's episodes depend on
-DRAWING_ONLY = ("figures.py", "html_report.py")  # cp_jax/bench modules that draw and compute no episode
+NO_EPISODES = ("figures.py", "html_report.py", "report.py", "stats.py")  # cp_jax/bench modules that draw
+# or tabulate stored records and compute no episode: changing them leaves every cell valid
 
 
 def bench_code_digest() -> str:
     """Hash of the simulator's, the benchmark's and the scene code's source (procedural generator
-    included; not the drawing-only modules): a benchmark cell made by other code is refused, so no table
+    included; not the NO_EPISODES modules): a benchmark cell made by other code is refused, so no table
     mixes scenes or rules."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     h = hashlib.sha1()
     for d in BENCH_CODE:
         for dirpath, _, files in sorted(os.walk(os.path.join(root, d))):
-            for name in sorted(f for f in files if f.endswith(".py") and f not in DRAWING_ONLY):
+            for name in sorted(f for f in files if f.endswith(".py") and f not in NO_EPISODES):
                 with open(os.path.join(dirpath, name), "rb") as f:
                     h.update(name.encode() + f.read())
     return h.hexdigest()[:12]
@@ -373,7 +374,7 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
                  for k, scale in (("score", 1.0), ("clean", 100.0))}
             methods.setdefault(report.method_of(policy), []).append(m)
         out[split] = {}
-        means = {k: stats.all_pair_means(rs, regimes, split, k) for k in ("score", "clean")}
+        means = {k: stats.run_pair_means(rs, regimes, split, k) for k in ("score", "clean")}
         for method, runs in methods.items():
             row = dict(runs=len(runs))
             for k in ("score", "clean"):
@@ -383,7 +384,7 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
                 row[f"{k}_std"] = std if np.isfinite(std) else None
             for ref in sweep_job.REFERENCES:
                 if ref in methods and ref != method:
-                    row[f"minus_{ref}"] = {k: stats.difference(means[k].get(method, {}), means[k].get(ref, {}),
+                    row[f"minus_{ref}"] = {k: stats.difference(means[k].get(method, []), means[k].get(ref, []),
                                                                stats.METRIC_SCALE[k], n_boot)._asdict()
                                            for k in ("score", "clean")}
             out[split][method] = row
@@ -467,7 +468,7 @@ def readme_block(figures: dict) -> str:
     anchor's score / clean-goal rate per split (procedural, then the real test scenes' as "real SPLIT"),
     then one row per budget x Table I method (config.table_i; the other variants are in tables.md): its
     runs and, per split, its paired difference from the anchor in score / clean goal with the 95% interval
-    over scenes ("—" where that split has no cells yet)."""
+    of a bootstrap over runs, then scenes ("—" where that split has no cells yet)."""
     per_budget = {tag: {**b["table_i"], **{f"real {s}": rows for s, rows in b.get("real_table_i", {}).items()}}
                   for tag, b in figures["budgets"].items()}
     splits = list(dict.fromkeys(split for rows in per_budget.values() for split in rows))
@@ -479,7 +480,7 @@ def readme_block(figures: dict) -> str:
     lines = [README_BEGIN, f"Test sets (`results/results.json`, commit {figures['commit'][:7]}, "
              f"{figures['cells_done']} / {figures['cells']} cells). The anchor, score / clean goal %: "
              + ", ".join(f"{split} {row['score']:.1f} / {row['clean']:.1f}" for split, row in anchor.items())
-             + ". Each method minus the anchor, score / clean goal [95% over scenes], over its runs x "
+             + ". Each method minus the anchor, score / clean goal [95% over runs, then scenes], over its runs x "
              f"{figures['config']['bench']['seeds']} benchmark seeds (budget: % of the anchor's training):", "",
              "| budget | method | runs | " + " | ".join(splits) + " |", "|---" * (3 + len(splits)) + "|"]
     for tag, rows_by_split in per_budget.items():
