@@ -124,6 +124,25 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     assert os.path.getmtime(os.path.join(out, "tables.md")) == before
 
 
+def test_bench_code_digest_covers_every_module_episodes_depend_on():
+    """The digest leaves out the modules that only tabulate or draw stored records (NO_EPISODES): no module
+    it hashes may import one of them, or a change there could alter episodes without refusing old cells."""
+    import ast
+    import pathlib
+
+    root = pathlib.Path(results.__file__).parents[2]
+    skipped = {f"cp_jax.bench.{name[:-3]}" for name in results.NO_EPISODES}
+    hashed = [p for d in results.BENCH_CODE for p in sorted((root / d).rglob("*.py"))
+              if p.name not in results.NO_EPISODES]
+    assert {p.name for p in hashed} >= {"episodes.py", "metrics.py", "suite.py", "env.py"}
+    for path in hashed:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            assert not skipped & set(names), f"{path.relative_to(root)} imports {skipped & set(names)}"
+
+
 def test_episodes_stored_as_columns_read_back_exactly(tmp_path):
     """A cell's episodes: float32 metrics in their shortest spelling, other numbers in full, a key a
     record lacks left out again, booleans and strings as they were."""
