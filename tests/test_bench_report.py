@@ -170,6 +170,12 @@ def test_paired_difference_matches_pairs_and_averages_runs():
     # Both sides' runs are resampled: the reference's disagreeing runs widen the interval the same way.
     reverse = stats.paired_difference(recs, "anchor", "cp", ["idm"], "interactive")
     assert reverse[:3] == pytest.approx((-10.0, -20.0, 0.0))
+    # The interval does not depend on the order the records were read in (runs are taken by name).
+    spread = [_rec("anchor", "timeout", scene=f"s{i}", score=50.0) for i in range(30)]
+    spread += [_rec(f"m_s{j}", "timeout", scene=f"s{i}", score=50.0 + j * 3 + (i * 7) % 5) for j in range(3)
+               for i in range(30)]
+    d = stats.paired_difference(spread, "m", "anchor", ["idm"], "interactive")
+    assert d == stats.paired_difference(spread[::-1], "m", "anchor", ["idm"], "interactive") and d.lo < d.mean < d.hi
     # Differences of +20 and -20 on alternate pairs: mean 0, an interval on both sides of it.
     noisy = [_rec("anchor", "timeout", scene=f"s{i}", score=50.0) for i in range(40)]
     noisy += [_rec("m", "timeout", scene=f"s{i}", score=50.0 + (20.0 if i % 2 else -20.0)) for i in range(40)]

@@ -40,7 +40,7 @@ def pm(mean: float, std: float, digits: int = 2) -> str:
 
 class Difference(NamedTuple):
     mean: float  # method - reference, in table units (METRIC_SCALE)
-    lo: float  # 95% interval (bootstrap over scenes)
+    lo: float  # 95% interval (bootstrap over runs, then scenes)
     hi: float
     pairs: int  # (scene, ego) pairs both policies ran
 
@@ -65,9 +65,9 @@ def method_of(policy: str) -> str:
 
 def run_pair_means(records: list[dict], regimes, split: str, metric: str = "score", ego_style: str = "normal",
                    group: bool = True) -> dict[str, list[dict[tuple, float]]]:
-    """{method: [{(scene_id, ego): mean of `metric`} per post-training run]} in one pass over the records
-    of `split` (controlled egos, the given regimes, every benchmark seed): a method's runs METHOD_sSEED
-    (`method_of`), or with group=False every policy name as a method of one run."""
+    """{method: [{(scene_id, ego): mean of `metric`} per post-training run, runs in name order]} in one pass
+    over the records of `split` (controlled egos, the given regimes, every benchmark seed): a method's runs
+    METHOD_sSEED (`method_of`), or with group=False every policy name as a method of one run."""
     regimes = set(regimes)
     sums = collections.defaultdict(lambda: collections.defaultdict(lambda: [0.0, 0]))
     for r in records:
@@ -75,10 +75,10 @@ def run_pair_means(records: list[dict], regimes, split: str, metric: str = "scor
             cell = sums[r["policy"]][(r["scene_id"], r["ego"])]
             cell[0] += float(r[metric])
             cell[1] += 1
-    out = collections.defaultdict(list)
+    out = collections.defaultdict(list)  # methods in the records' order; runs by name (the bootstrap's order)
     for policy, pairs in sums.items():
-        out[method_of(policy) if group else policy].append({k: total / n for k, (total, n) in pairs.items()})
-    return dict(out)
+        out[method_of(policy) if group else policy].append((policy, {k: total / n for k, (total, n) in pairs.items()}))
+    return {m: [means for _, means in sorted(runs, key=lambda r: r[0])] for m, runs in out.items()}
 
 
 def difference(a: list[dict[tuple, float]], b: list[dict[tuple, float]], scale: float = 1.0, n_boot: int = 2000,
