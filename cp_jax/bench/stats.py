@@ -16,6 +16,7 @@ interval holds both the post-training spread (a method whose runs disagree is no
 the scene spread. A fixed generator seed keeps tables reproducible. With three runs a side the run level
 is coarse (a bootstrap of three values), which is why the tables also print the ± std over runs.
 """
+
 from __future__ import annotations
 
 import collections
