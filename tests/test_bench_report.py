@@ -91,16 +91,17 @@ def test_variant_and_deployment_tables_average_regimes_then_runs():
     recs += [_rec("anchor", "timeout", regime=g, score=20.0 + 20.0 * (g == "idm")) for g in ("idm", "expert")]
     recs += [_rec("deploy_halfway_s0", "completed", regime=g, style="halfway", score=70.0) for g in ("idm", "expert")]
     text = report.variant_table(recs, ["idm", "expert"], [("A", "anchor"), ("full", "cp"), ("gone", "no_such")], "T")
-    assert "| A | anchor | 1 | 30.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 100.00 ± n/a |" in text
-    assert "| full | cp | 2 | 50.00 ± 70.71 | 50.00 ± 70.71 | 0.00 ± 0.00 | 50.00 ± 70.71 | 0.00 ± 0.00 |" in text
+    assert "| A | anchor | 1 | 30.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 0.00 ± n/a | 100.00 ± n/a |" in text
+    assert ("| full | cp | 2 | 50.00 ± 70.71 | 50.00 ± 70.71 | 50.00 ± 70.71 | 0.00 ± 0.00 | 50.00 ± 70.71 "
+            "| 0.00 ± 0.00 |") in text
     assert "no_such" not in text
     # A run missing a regime is not averaged over the regimes it has.
     assert "| A |" not in report.variant_table(recs, ["idm", "expert", "ppo"], [("A", "anchor")], "T")
     table = report.deployment_table(recs, ["idm", "expert"], [("CP", {"normal": "cp", "halfway": "deploy_halfway"}),
                                                               ("Anchor", {"normal": "anchor", "halfway": "anchor"})],
                                     ["normal", "halfway"])
-    assert "| CP | 50.00 ± 70.71 / 50.00 | 70.00 ± n/a / 0.00 |" in table
-    assert "| Anchor | 30.00 ± n/a / 0.00 | — |" in table
+    assert "| CP | 50.00 ± 70.71 / 50.00 / 50.00 | 70.00 ± n/a / 100.00 / 0.00 |" in table
+    assert "| Anchor | 30.00 ± n/a / 0.00 / 0.00 | — |" in table
 
 
 def test_outcome_table_shares_per_regime_and_runs_pooled_per_method():

@@ -272,7 +272,7 @@ def difference_table(records: list[dict], regimes: list[str], references: list[s
 
 
 def _run_means(records: list[dict], regimes: list[str], split: str, ego_style: str) -> dict[str, dict[str, float]]:
-    """{policy: {score, at_fault, offroad, goal, timeout}}: each regime's mean over its episodes (all
+    """{policy: {score, clean, at_fault, offroad, goal, timeout}}: each regime's mean over its episodes (all
     benchmark seeds), then the mean over `regimes`; only policies with every regime present."""
     rs = [r for r in records if r["ego_controlled"] and r["split"] == split and r["ego_style"] == ego_style]
     out = {}
@@ -280,7 +280,7 @@ def _run_means(records: list[dict], regimes: list[str], split: str, ego_style: s
         by_regime = _group(prs, ("regime",))
         if all((g,) in by_regime for g in regimes):
             out[policy] = {k: float(np.mean([np.mean([float(r[k]) for r in by_regime[(g,)]]) for g in regimes]))
-                           for k in ("score", "at_fault", "offroad", "goal", "timeout")}
+                           for k in ("score", "clean", "at_fault", "offroad", "goal", "timeout")}
     return out
 
 
@@ -296,33 +296,33 @@ def _over_runs(means: dict[str, dict[str, float]], method: str) -> tuple[int, di
 def variant_table(records: list[dict], regimes: list[str], rows: list[tuple[str, str]], title: str,
                   split: str = "interactive", ego_style: str = "normal") -> str:
     """Tables II and V: one line per (label, method) whose runs are in the records (others are left
-    out): score and the at-fault, off-road, goal and timeout rates (%), each the mean over regimes,
-    mean ± std over the method's runs (post-training seeds)."""
+    out): score and the clean-goal, at-fault, off-road, goal and timeout rates (%), each the mean over
+    regimes, mean ± std over the method's runs (post-training seeds)."""
     means = _run_means(records, regimes, split, ego_style)
-    head = ["variant", "method", "runs", "score", "at-fault %", "off-road %", "goal %", "timeout %"]
+    head = ["variant", "method", "runs", "score", "clean %", "at-fault %", "off-road %", "goal %", "timeout %"]
     lines = [f"**{title}** — {split} split, ego style {ego_style}; means over regimes, ± std over "
              "post-training seeds", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, method in rows:
         n, m = _over_runs(means, method)
         if n:
-            pct = [pm(100 * m[k][0], 100 * m[k][1]) for k in ("at_fault", "offroad", "goal", "timeout")]
+            pct = [pm(100 * m[k][0], 100 * m[k][1]) for k in ("clean", "at_fault", "offroad", "goal", "timeout")]
             lines.append(f"| {label} | {method} | {n} | {pm(*m['score'])} | " + " | ".join(pct) + " |")
     return "\n".join(lines)
 
 
 def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[str, dict[str, str]]],
                      styles: list[str], split: str = "interactive") -> str:
-    """Table IV: per row (label, {ego style: method}), the method's score ± std and at-fault rate (%)
-    when its ego drives under that deployment style; "—" where no run was benchmarked so."""
+    """Table IV: per row (label, {ego style: method}), the method's score ± std, clean-goal rate and
+    at-fault rate (%) when its ego drives under that deployment style; "—" where no run was benchmarked so."""
     means = {style: _run_means(records, regimes, split, style) for style in styles}
-    lines = [f"**Table IV** — ego deployment condition, {split} split: score ± std / at-fault % (means over "
-             "regimes, ± std over post-training seeds)", "", "| method | " + " | ".join(styles) + " |",
+    lines = [f"**Table IV** — ego deployment condition, {split} split: score ± std / clean-goal % / at-fault % "
+             "(means over regimes, ± std over post-training seeds)", "", "| method | " + " | ".join(styles) + " |",
              "|" + "---|" * (len(styles) + 1)]
     for label, by_style in rows:
         cells = []
         for style in styles:
             n, m = _over_runs(means[style], by_style[style]) if style in by_style else (0, {})
-            cells.append(f"{pm(*m['score'])} / {100 * m['at_fault'][0]:.2f}" if n else "—")
+            cells.append(f"{pm(*m['score'])} / {100 * m['clean'][0]:.2f} / {100 * m['at_fault'][0]:.2f}" if n else "—")
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -143,7 +143,8 @@ REFERENCES = ("anchor", "ppo_continue", "counterplay")  # every method's paired 
 
 
 def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
-    """Tables I and III per ego style, II and V per split, IV per deployment split (Markdown blocks)."""
+    """Tables I and III per ego style, II and V per split, IV per deployment split and the Differences
+    per ego style, deployment styles included (Markdown blocks)."""
     sweep = sweep or sweep_module()
     regimes = bench.regime_list
     out = [report.method_tables(records, regimes, "anchor", s) for s in bench.ego_styles]
@@ -156,4 +157,6 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
         styles = list(dict.fromkeys([*bench.ego_styles, *config.deploy.styles]))
         out += [report.deployment_table(records, regimes, list(sweep.TABLE_IV), styles, s)
                 for s in config.deploy.splits]
+        out += [report.difference_table(records, regimes, list(REFERENCES), s)
+                for s in config.deploy.styles if s not in bench.ego_styles]
     return out
