@@ -271,7 +271,7 @@ def difference_table(records: list[dict], regimes: list[str], references: list[s
     return "\n".join(lines)
 
 
-def _run_means(records: list[dict], regimes: list[str], split: str, ego_style: str) -> dict[str, dict[str, float]]:
+def run_means(records: list[dict], regimes: list[str], split: str, ego_style: str) -> dict[str, dict[str, float]]:
     """{policy: {score, clean, at_fault, offroad, goal, timeout}}: each regime's mean over its episodes (all
     benchmark seeds), then the mean over `regimes`; only policies with every regime present."""
     rs = [r for r in records if r["ego_controlled"] and r["split"] == split and r["ego_style"] == ego_style]
@@ -298,7 +298,7 @@ def variant_table(records: list[dict], regimes: list[str], rows: list[tuple[str,
     """Tables II and V: one line per (label, method) whose runs are in the records (others are left
     out): score and the clean-goal, at-fault, off-road, goal and timeout rates (%), each the mean over
     regimes, mean ± std over the method's runs (post-training seeds)."""
-    means = _run_means(records, regimes, split, ego_style)
+    means = run_means(records, regimes, split, ego_style)
     head = ["variant", "method", "runs", "score", "clean %", "at-fault %", "off-road %", "goal %", "timeout %"]
     lines = [f"**{title}** — {split} split, ego style {ego_style}; means over regimes, ± std over "
              "post-training seeds", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -314,7 +314,7 @@ def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[s
                      styles: list[str], split: str = "interactive") -> str:
     """Table IV: per row (label, {ego style: method}), the method's score ± std, clean-goal rate and
     at-fault rate (%) when its ego drives under that deployment style; "—" where no run was benchmarked so."""
-    means = {style: _run_means(records, regimes, split, style) for style in styles}
+    means = {style: run_means(records, regimes, split, style) for style in styles}
     lines = [f"**Table IV** — ego deployment condition, {split} split: score ± std / clean-goal % / at-fault % "
              "(means over regimes, ± std over post-training seeds)", "", "| method | " + " | ".join(styles) + " |",
              "|" + "---|" * (len(styles) + 1)]

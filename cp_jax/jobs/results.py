@@ -362,17 +362,9 @@ def table_i_figures(records: list[dict], regimes: list[str], n_boot: int) -> dic
     out = {}
     for split in dict.fromkeys(r["split"] for r in kept):
         rs = [r for r in kept if r["split"] == split]
-        per_run = {}
-        for r in rs:
-            if r["regime"] in regimes:
-                per_run.setdefault(r["policy"], {}).setdefault(r["regime"], []).append(r)
         methods = {}
-        for policy, by_regime in per_run.items():
-            if set(by_regime) != set(regimes):
-                continue
-            m = {k: scale * float(np.mean([np.mean([float(r[k]) for r in by_regime[g]]) for g in regimes]))
-                 for k, scale in (("score", 1.0), ("clean", 100.0))}
-            methods.setdefault(report.method_of(policy), []).append(m)
+        for policy, m in report.run_means(rs, regimes, split, "normal").items():
+            methods.setdefault(report.method_of(policy), []).append(dict(score=m["score"], clean=100 * m["clean"]))
         out[split] = {}
         means = {k: stats.run_pair_means(rs, regimes, split, k) for k in ("score", "clean")}
         for method, runs in methods.items():
