@@ -192,6 +192,18 @@ def test_paired_difference_matches_pairs_and_averages_runs():
     assert stats.paired_difference(noisy, "m", "other", ["idm"], "interactive").text() == "—"
 
 
+def test_style_difference_table_pairs_each_method_with_itself_under_the_first_style():
+    """Table IV's per-method style effect: a method's pairs under each other style minus the same pairs
+    under the first one; a method benchmarked under the first style only gets no row."""
+    recs = [_rec("anchor", "timeout", scene=f"s{i}", score=40.0) for i in range(3)]
+    recs += [_rec("anchor", "completed", scene=f"s{i}", style="halfway", score=50.0) for i in range(4)]  # s3: alone
+    recs += [_rec("cp_s0", "completed", scene=f"s{i}", score=60.0) for i in range(3)]
+    text = report.style_difference_table(recs, ["idm"], ["normal", "halfway", "aggressive"])
+    assert "| method | score halfway − normal | clean % halfway − normal | score aggressive − normal |" in text
+    assert "| anchor | +10.00 [+10.00, +10.00] | +100.00 [+100.00, +100.00] | — | — |" in text
+    assert "| cp |" not in text
+
+
 def test_difference_table_has_a_row_per_method_against_each_reference():
     recs = [_rec("anchor", "timeout", scene=f"s{i}", score=10.0) for i in range(3)]
     recs += [_rec("cp_s0", "completed", scene=f"s{i}", score=30.0) for i in range(3)]

@@ -326,3 +326,24 @@ def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[s
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def style_difference_table(records: list[dict], regimes: list[str], styles: list[str], split: str = "interactive",
+                           n_boot: int = 2000) -> str:
+    """Each method under every deployment style minus the same method under styles[0] (`stats.difference`
+    over the (scene, ego) pairs both ran: the same pairs under every style), in score and clean-goal points."""
+    base, others = styles[0], styles[1:]
+    means = {(s, k): stats.run_pair_means(records, regimes, split, k, s) for s in styles for k in ("score", "clean")}
+    head = ["method", *[f"{k} {s} − {base}" for s in others for k in ("score", "clean %")]]
+    lines = [f"**Table IV, each method against itself** — under each ego style minus under {base}, {split} split, "
+             "mean over regimes, benchmark seeds and post-training runs, [95% bootstrap interval over runs, then "
+             "scenes]", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for method in means[(base, "score")]:
+        if not any(method in means[(s, "score")] for s in others):
+            continue
+        cells = [stats.difference(means[(s, k)][method], means[(base, k)][method], stats.METRIC_SCALE[k],
+                                  n_boot).text() if method in means[(s, k)] else "—"
+                 for s in others for k in ("score", "clean")]
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+

@@ -155,8 +155,9 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_V), "Table V (styles searched)", split))
     if config.deploy.styles:
         styles = list(dict.fromkeys([*bench.ego_styles, *config.deploy.styles]))
-        out += [report.deployment_table(records, regimes, list(sweep.TABLE_IV), styles, s)
-                for s in config.deploy.splits]
+        for split in config.deploy.splits:
+            out += [report.deployment_table(records, regimes, list(sweep.TABLE_IV), styles, split),
+                    report.style_difference_table(records, regimes, styles, split)]
         out += [report.difference_table(records, regimes, list(REFERENCES), s)
                 for s in config.deploy.styles if s not in bench.ego_styles]
     return out
