@@ -410,8 +410,9 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         f"- cells done: {n_done} / {len(cells)}" + ("" if n_done == len(cells) else " (partial: rows missing a "
                                                     "finished benchmark cell are left out)")
-        + f"; made at commits {', '.join(commits) or '—'} (benchmark cells all by the same "
-          f"simulator / benchmark / scene code, {bench_code_digest()})",
+        + "; made at " + (f"commits {', '.join(commits) or '—'}" if len(commits) <= 5 else
+                          f"{len(commits)} commits (results.json's cell_commits; each cell's own in its folder)")
+        + f" (benchmark cells all by the same simulator / benchmark / scene code, {bench_code_digest()})",
         f"- benchmark: {bench.scenes}, {bench.pairs} pairs per split, {bench.seeds} benchmark seeds, regimes "
         f"{', '.join(regimes)}; post-training seeds {tuple(config.seeds)}",
     ]
