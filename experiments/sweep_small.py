@@ -64,10 +64,10 @@ TABLE_IV = (  # the policy driven under each ego deployment condition
     ("PPO-Continue", {s: "ppo_continue" for s in _ALL}),
     ("Aggressive distillation", {s: "aggressive_distill" for s in _ALL}),
     ("Cautious distillation", {s: "cautious_distill" for s in _ALL}),
-    ("CounterPlay, distilled for normal", {s: "counterplay" for s in _ALL}),
+    ("CounterPlay (gated), distilled for normal", {s: "counterplay" for s in _ALL}),
     ("CounterPlay as published (no gate), distilled for normal", {s: "cp_no_gate" for s in _ALL}),
-    ("CounterPlay, distilled for that condition", {"normal": "counterplay", "halfway": "deploy_halfway",
-                                                    "aggressive": "deploy_aggressive"}),
+    ("CounterPlay (gated), distilled for that condition", {"normal": "counterplay", "halfway": "deploy_halfway",
+                                                            "aggressive": "deploy_aggressive"}),
 )
 TABLE_V = (  # styles searched
     ("All five", "counterplay"),
