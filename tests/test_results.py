@@ -100,6 +100,17 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     results.run(config, SWEEP, out)
     before = os.path.getmtime(os.path.join(out, "tables.md"))
     assert before > 0  # rewritten
+    # The code that makes the tables changed: rewritten too, though no cell is newer; then current again.
+    later = before + 1000
+    os.utime(os.path.join(out, "tables.md"), (later, later))
+    monkeypatch.setattr(results, "tables_code_digest", lambda sweep: "new table code")
+    results.run(config, SWEEP, out)
+    assert json.load(open(os.path.join(out, "results.json")))["tables_code"] == "new table code"
+    assert os.path.getmtime(os.path.join(out, "tables.md")) != later
+    os.utime(os.path.join(out, "tables.md"), (later, later))
+    results.run(config, SWEEP, out)
+    assert os.path.getmtime(os.path.join(out, "tables.md")) == later
+    before = later
     config.bench.seeds = 3
     with pytest.raises(ValueError, match="bench/anchor: made with another config .*bench.seeds"):
         results.run(config, SWEEP, out)

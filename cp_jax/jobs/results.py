@@ -218,18 +218,33 @@ NO_EPISODES = ("figures.py", "html_report.py", "report.py", "stats.py")  # cp_ja
 # or tabulate stored records and compute no episode: changing them leaves every cell valid
 
 
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _files_digest(paths: list[str]) -> str:
+    """12 hex digits of sha1 over each file's name and source, in the order given."""
+    h = hashlib.sha1()
+    for path in paths:
+        with open(path, "rb") as f:
+            h.update(os.path.basename(path).encode() + f.read())
+    return h.hexdigest()[:12]
+
+
 def bench_code_digest() -> str:
     """Hash of the simulator's, the benchmark's and the scene code's source (procedural generator
     included; not the NO_EPISODES modules): a benchmark cell made by other code is refused, so no table
     mixes scenes or rules."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    h = hashlib.sha1()
-    for d in BENCH_CODE:
-        for dirpath, _, files in sorted(os.walk(os.path.join(root, d))):
-            for name in sorted(f for f in files if f.endswith(".py") and f not in NO_EPISODES):
-                with open(os.path.join(dirpath, name), "rb") as f:
-                    h.update(name.encode() + f.read())
-    return h.hexdigest()[:12]
+    return _files_digest([os.path.join(dirpath, name) for d in BENCH_CODE
+                          for dirpath, _, files in sorted(os.walk(os.path.join(_ROOT, d)))
+                          for name in sorted(f for f in files if f.endswith(".py") and f not in NO_EPISODES)])
+
+
+def tables_code_digest(sweep) -> str:
+    """Hash of the code that turns stored cells into tables.md / results.json (the NO_EPISODES modules, this
+    module, the sweep job and the sweep file's rows): a change to it rewrites the tables on the next run."""
+    files = [os.path.join(_ROOT, "cp_jax", "bench", m) for m in NO_EPISODES]
+    files += [os.path.abspath(__file__), os.path.abspath(sweep_job.__file__)]
+    return _files_digest(files + ([os.path.abspath(sweep.__file__)] if getattr(sweep, "__file__", None) else []))
 
 
 def _stored(out: str, cell: Cell) -> dict | None:
@@ -336,10 +351,11 @@ def run(config, sweep, out: str) -> str:
     for i, cell in enumerate(todo[:limit]):
         print(f"[{time.time() - t0:6.0f}s] cell {i + 1}/{min(limit, len(todo))}: {cell.path}", flush=True)
         _run_cell(out, cell, config.anchor, scenes)
-    tables = os.path.join(out, "tables.md")
-    if not todo and os.path.exists(tables) and all(
-            os.path.getmtime(os.path.join(out, c.path)) <= os.path.getmtime(tables) for c in cells if done(out, c)):
-        print(f"results: nothing new to run; {out}/tables.md is current")  # (cells copied in since are tabled)
+    tables, figures = os.path.join(out, "tables.md"), os.path.join(out, "results.json")
+    if not todo and os.path.exists(tables) and os.path.exists(figures) and all(
+            os.path.getmtime(os.path.join(out, c.path)) <= os.path.getmtime(tables) for c in cells if done(out, c)
+    ) and json.load(open(figures)).get("tables_code") == tables_code_digest(sweep):
+        print(f"results: nothing new to run; {out}/tables.md is current")  # (newer cells or table code: rewritten)
         return open(tables).read()
     return write_tables(config, sweep, out, cells)
 
@@ -417,7 +433,8 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
         f"{', '.join(regimes)}; post-training seeds {tuple(config.seeds)}",
     ]
     blocks, figures = ["\n".join(header)], dict(config=config.to_dict(), commit=git_revision(), cells_done=n_done,
-                                                 cells=len(cells), cell_commits=commits, budgets={})
+                                                 cells=len(cells), cell_commits=commits,
+                                                 tables_code=tables_code_digest(sweep), budgets={})
     anchor_recs = _records(out, cells, "bench", None)  # the anchor's cell (no run): shared by every budget
     real_anchor = _records(out, cells, "real", None) if config.real.scenes else []
     for frac in config.budgets:
