@@ -346,4 +346,3 @@ def style_difference_table(records: list[dict], regimes: list[str], styles: list
                  for s in others for k in ("score", "clean")]
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
