@@ -100,8 +100,8 @@ def test_variant_and_deployment_tables_average_regimes_then_runs():
     table = report.deployment_table(recs, ["idm", "expert"], [("CP", {"normal": "cp", "halfway": "deploy_halfway"}),
                                                               ("Anchor", {"normal": "anchor", "halfway": "anchor"})],
                                     ["normal", "halfway"])
-    assert "| CP | 50.00 ± 70.71 / 50.00 / 50.00 | 70.00 ± n/a / 100.00 / 0.00 |" in table
-    assert "| Anchor | 30.00 ± n/a / 0.00 / 0.00 | — |" in table
+    assert "| CP | 50.00 ± 70.71 / 50.00 / 50.00 (2) | 70.00 ± n/a / 100.00 / 0.00 (1) |" in table
+    assert "| Anchor | 30.00 ± n/a / 0.00 / 0.00 (1) | — |" in table
 
 
 def test_outcome_table_shares_per_regime_and_runs_pooled_per_method():

@@ -45,10 +45,10 @@ def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():
         assert any(title in line for line in lines), title
     assert any(line.startswith("| B: fixed rewind 10 | fixed10 | 1 |") for line in lines)
     assert any(line.startswith("| Aggressive | only_aggressive | 1 |") for line in lines)
-    cell = "10.00 ± n/a / 100.00 / 0.00"
+    cell = "10.00 ± n/a / 100.00 / 0.00 (1)"
     assert f"| CounterPlay (gated), distilled for normal | {cell} | {cell} |" in lines
     # deploy_halfway was not run: its cell is empty, the row stays (its normal column is counterplay).
-    assert "| CounterPlay (gated), distilled for that condition | 10.00 ± n/a / 100.00 / 0.00 | — |" in lines
+    assert f"| CounterPlay (gated), distilled for that condition | {cell} | — |" in lines
     # Each deployment style gets its own paired differences (the normal style's come with Table I).
     assert [line.rsplit(", ", 1)[1] for line in lines if line.startswith("**Differences**")] == [
         "ego style normal", "ego style halfway"]

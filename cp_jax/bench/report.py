@@ -313,16 +313,18 @@ def variant_table(records: list[dict], regimes: list[str], rows: list[tuple[str,
 def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[str, dict[str, str]]],
                      styles: list[str], split: str = "interactive") -> str:
     """Table IV: per row (label, {ego style: method}), the method's score ± std, clean-goal rate and
-    at-fault rate (%) when its ego drives under that deployment style; "—" where no run was benchmarked so."""
+    at-fault rate (%) when its ego drives under that deployment style, then its number of runs in
+    brackets (a partial row shows); "—" where no run was benchmarked so."""
     means = {style: run_means(records, regimes, split, style) for style in styles}
     lines = [f"**Table IV** — ego deployment condition, {split} split: score ± std / clean-goal % / at-fault % "
-             "(means over regimes, ± std over post-training seeds)", "", "| method | " + " | ".join(styles) + " |",
-             "|" + "---|" * (len(styles) + 1)]
+             "(runs) (means over regimes, ± std over post-training seeds)", "",
+             "| method | " + " | ".join(styles) + " |", "|" + "---|" * (len(styles) + 1)]
     for label, by_style in rows:
         cells = []
         for style in styles:
             n, m = _over_runs(means[style], by_style[style]) if style in by_style else (0, {})
-            cells.append(f"{pm(*m['score'])} / {100 * m['clean'][0]:.2f} / {100 * m['at_fault'][0]:.2f}" if n else "—")
+            cells.append(f"{pm(*m['score'])} / {100 * m['clean'][0]:.2f} / {100 * m['at_fault'][0]:.2f} ({n})"
+                         if n else "—")
         if any(c != "—" for c in cells):
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
