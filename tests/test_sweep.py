@@ -52,6 +52,14 @@ def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():
     # Each deployment style gets its own paired differences (the normal style's come with Table I).
     assert [line.rsplit(", ", 1)[1] for line in lines if line.startswith("**Differences**")] == [
         "ego style normal", "ego style halfway"]
+    # Under halfway every method is also set against the method made for that condition.
+    recs += [_rec("deploy_halfway_s0", "completed", regime="idm", style="halfway", score=30.0)]
+    lines = "\n\n".join(sweep.tables(recs, bench, config)).splitlines()
+    assert f"| CounterPlay (gated), distilled for that condition | {cell} | 30.00 ± n/a / 100.00 / 0.00 (1) |" in lines
+    block = lines[max(i for i, line in enumerate(lines) if line.startswith("**Differences**")):]
+    assert "| score − deploy_halfway | clean % − deploy_halfway |" in block[4]
+    assert any(line.startswith("| counterplay |") and line.endswith("| -20.00 [-20.00, -20.00] | +0.00 [+0.00, "
+                                                                    "+0.00] |") for line in block)
 
 
 def test_a_finished_run_made_with_another_config_is_refused(tmp_path, monkeypatch):

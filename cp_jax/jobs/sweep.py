@@ -144,7 +144,7 @@ REFERENCES = ("anchor", "ppo_continue", "counterplay")  # every method's paired 
 
 def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
     """Tables I and III per ego style, II and V per split, IV per deployment split and the Differences
-    per ego style, deployment styles included (Markdown blocks)."""
+    per ego style, deployment styles included, there also against `condition_methods` (Markdown blocks)."""
     sweep = sweep or sweep_module()
     regimes = bench.regime_list
     out = [report.method_tables(records, regimes, "anchor", s) for s in bench.ego_styles]
@@ -158,6 +158,13 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
         for split in config.deploy.splits:
             out += [report.deployment_table(records, regimes, list(sweep.TABLE_IV), styles, split),
                     report.style_difference_table(records, regimes, styles, split)]
-        out += [report.difference_table(records, regimes, list(REFERENCES), s)
+        out += [report.difference_table(records, regimes, [*REFERENCES, *condition_methods(sweep, s)], s)
                 for s in config.deploy.styles if s not in bench.ego_styles]
     return out
+
+
+def condition_methods(sweep, style: str) -> list[str]:
+    """The methods Table IV names under `style` only (made for that deployment condition, e.g. CounterPlay
+    distilled under it): under that style every method is also compared with them."""
+    elsewhere = {m for _, row in sweep.TABLE_IV for s, m in row.items() if s != style}
+    return list(dict.fromkeys(row[style] for _, row in sweep.TABLE_IV if style in row and row[style] not in elsewhere))
