@@ -107,6 +107,12 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     results.run(config, SWEEP, out)
     assert json.load(open(os.path.join(out, "results.json")))["tables_code"] == "new table code"
     assert os.path.getmtime(os.path.join(out, "tables.md")) != later
+    # Stored is the digest of the code this process runs (taken as it begins), not of files edited meanwhile.
+    codes = iter(["code at start", "edited while it ran"])
+    monkeypatch.setattr(results, "tables_code_digest", lambda sweep: next(codes))
+    results.run(config, SWEEP, out)
+    assert json.load(open(os.path.join(out, "results.json")))["tables_code"] == "code at start"
+    monkeypatch.setattr(results, "tables_code_digest", lambda sweep: "code at start")
     os.utime(os.path.join(out, "tables.md"), (later, later))
     results.run(config, SWEEP, out)
     assert os.path.getmtime(os.path.join(out, "tables.md")) == later

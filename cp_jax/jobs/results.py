@@ -331,6 +331,7 @@ def _run_cell(out: str, cell: Cell, anchor: str, scenes: dict | None = None) -> 
 def run(config, sweep, out: str) -> str:
     """Run the cells not done yet (module docstring), then write the tables; returns tables.md's text.
     sweep: the sweep file's module (its VARIANTS and TABLE_*; cp_jax.jobs.sweep.sweep_module)."""
+    code = tables_code_digest(sweep)  # of the table code this process runs (it may change on disk meanwhile)
     cells = plan(config, sweep)
     _check_resume(out, cells, config.anchor)
     _check_inputs(out, config)
@@ -354,10 +355,10 @@ def run(config, sweep, out: str) -> str:
     tables, figures = os.path.join(out, "tables.md"), os.path.join(out, "results.json")
     if not todo and os.path.exists(tables) and os.path.exists(figures) and all(
             os.path.getmtime(os.path.join(out, c.path)) <= os.path.getmtime(tables) for c in cells if done(out, c)
-    ) and json.load(open(figures)).get("tables_code") == tables_code_digest(sweep):
+    ) and json.load(open(figures)).get("tables_code") == code:
         print(f"results: nothing new to run; {out}/tables.md is current")  # (newer cells or table code: rewritten)
         return open(tables).read()
-    return write_tables(config, sweep, out, cells)
+    return write_tables(config, sweep, out, cells, code)
 
 
 def _records(out: str, cells: list[Cell], prefix: str, tag: str | None) -> list[dict]:
@@ -411,8 +412,9 @@ def _short(commit: str) -> str:
     return commit.split("+")[0][:12] + ("+dirty" if commit.endswith("+dirty") else "")
 
 
-def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
-    """tables.md and results.json from every finished cell (module docstring)."""
+def write_tables(config, sweep, out: str, cells: list[Cell], tables_code: str) -> str:
+    """tables.md and results.json from every finished cell (module docstring); tables_code: the
+    `tables_code_digest` of the code writing them, taken when the run began."""
     bench = _bench(config)
     regimes = bench.regime_list
     finished = [c for c in cells if done(out, c)]
@@ -434,7 +436,7 @@ def write_tables(config, sweep, out: str, cells: list[Cell]) -> str:
     ]
     blocks, figures = ["\n".join(header)], dict(config=config.to_dict(), commit=git_revision(), cells_done=n_done,
                                                  cells=len(cells), cell_commits=commits,
-                                                 tables_code=tables_code_digest(sweep), budgets={})
+                                                 tables_code=tables_code, budgets={})
     anchor_recs = _records(out, cells, "bench", None)  # the anchor's cell (no run): shared by every budget
     real_anchor = _records(out, cells, "real", None) if config.real.scenes else []
     for frac in config.budgets:
