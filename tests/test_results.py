@@ -8,11 +8,13 @@ import json
 import os
 import types as pytypes
 
+import jax
+import numpy as np
 import pytest
 
 from cp_jax.bench import config as bench_config
 from cp_jax.jobs import results
-from cp_jax.policy import saved
+from cp_jax.policy import networks, saved
 from experiments import results as results_file
 from tests.test_post_train import anchor  # noqa: F401  (the tiny anchor fixture)
 
@@ -133,7 +135,21 @@ def test_results_run_cell_by_cell_resume_and_refuse_another_config(tmp_path, anc
     with pytest.raises(ValueError, match="cells were made with other policies: bc_traffic"):
         results.run(config, SWEEP, out)
     inputs["bc_traffic"]["digest"] = saved.digest(config.bench.bc_policy)
+    # A record made before the network outputs were kept gains them; the same outputs to 1e-3 pass.
+    for v in inputs.values():
+        v.pop("behaviour")
     open(os.path.join(out, "inputs.json"), "w").write(json.dumps(inputs))
+    results.run(config, SWEEP, out)
+    inputs = json.load(open(os.path.join(out, "inputs.json")))
+    assert np.shape(inputs["anchor"]["behaviour"]) == (2, saved.load(str(anchor)).net.cfg.num_actions + 1)
+    inputs["anchor"]["behaviour"][0][0] += 1e-4
+    open(os.path.join(out, "inputs.json"), "w").write(json.dumps(inputs))
+    results.run(config, SWEEP, out)
+    # Same files, but the network code computes something else (an edited activation): refused.
+    with monkeypatch.context() as m:
+        m.setattr(networks.nn, "gelu", jax.nn.relu)
+        with pytest.raises(ValueError, match="anchor .*same files, other outputs: the network code changed"):
+            results.run(config, SWEEP, out)
     # A benchmark cell made by other simulator / benchmark / scene code is refused too.
     monkeypatch.setattr(results, "bench_code_digest", lambda: "other")
     with pytest.raises(ValueError, match="bench/anchor: made by other simulator"):

@@ -27,7 +27,8 @@ the next. A committed unfinished run has no checkpoint and starts again.
 A cell begun or finished under another config than the one planned for it now is refused before any
 file is touched (each post-training run's run_info.json, each benchmark cell's cell.json), and so is a
 folder whose cells read other policies (OUT/inputs.json: the anchor's and the traffic policies' content
-digests); adding budgets, seeds or variants only adds cells.
+digests, and their outputs on a fixed observation, so an edited network is caught too); adding budgets,
+seeds or variants only adds cells.
 """
 
 from __future__ import annotations
@@ -288,24 +289,37 @@ def _check_resume(out: str, cells: list[Cell], anchor: str) -> None:
 
 
 def _check_inputs(out: str, config) -> None:
-    """The saved policies every cell reads (the anchor, the PPO and BC traffic policies), by content:
-    recorded in OUT/inputs.json with the first cell, and a later run that finds any of them changed (a
-    newly shipped anchor, a retrained traffic policy) is refused before any work, so no table mixes them."""
+    """The saved policies every cell reads (the anchor, the PPO and BC traffic policies): their files' digest
+    and what the network code computes from them (`saved.behaviour`, compared to 1e-3), recorded in
+    OUT/inputs.json with the first cell. A later run that finds either changed (a newly shipped anchor, a
+    retrained traffic policy, an edited network) is refused before any work, so no table mixes them; a
+    record made before a field existed gains it."""
     bench = _bench(config)
-    now = {role: dict(folder=folder, digest=saved.digest(folder)) for role, folder in
-           (("anchor", config.anchor), ("ppo_traffic", bench.ppo_policy), ("bc_traffic", bench.bc_policy))}
+    now = {}
+    for role, folder in (("anchor", config.anchor), ("ppo_traffic", bench.ppo_policy), ("bc_traffic", bench.bc_policy)):
+        acts = saved.behaviour(saved.load(folder))
+        now[role] = dict(folder=folder, digest=saved.digest(folder), behaviour=np.round(acts, 4).tolist())
     path = os.path.join(out, "inputs.json")
-    if os.path.exists(path):
-        before = json.load(open(path))
-        changed = [f"{role} {v['folder']} ({before[role]['digest']} then, {v['digest']} now)" for role, v in now.items()
-                   if role in before and before[role]["digest"] != v["digest"]]
-        if changed:
-            raise ValueError(f"{out}: cells were made with other policies: {'; '.join(changed)}; use another --out "
-                             "or restore them")
-        if set(now) <= set(before):
-            return
+    before = json.load(open(path)) if os.path.exists(path) else {}
+    changed = []
+    for role, v in now.items():
+        if role not in before:
+            continue
+        if before[role]["digest"] != v["digest"]:
+            changed.append(f"{role} {v['folder']} (files: digest {before[role]['digest']} then, {v['digest']} now)")
+        elif "behaviour" in before[role]:
+            then, acts = np.asarray(before[role]["behaviour"]), np.asarray(v["behaviour"])
+            if then.shape != acts.shape or not np.allclose(then, acts, rtol=1e-3, atol=1e-3):
+                gap = f"{np.abs(then - acts).max():.4g}" if then.shape == acts.shape else "other shapes"
+                changed.append(f"{role} {v['folder']} (same files, other outputs: the network code changed; "
+                               f"largest logit / value difference {gap})")
+    if changed:
+        raise ValueError(f"{out}: cells were made with other policies: {'; '.join(changed)}; use another --out "
+                         "or restore them")
+    if all(role in before and set(v) <= set(before[role]) for role, v in now.items()):
+        return
     os.makedirs(out, exist_ok=True)
-    _atomic_write(path, json.dumps(now, indent=1))
+    _atomic_write(path, json.dumps({**before, **{r: {**before.get(r, {}), **v} for r, v in now.items()}}))
 
 
 def _run_cell(out: str, cell: Cell, anchor: str, scenes: dict | None = None) -> None:

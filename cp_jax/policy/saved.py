@@ -3,6 +3,7 @@ net_config.json and sim_config.json (the observation sizes it was trained with).
 
     save(folder, net_cfg, params, sim_cfg)
     policy = load("assets/anchors/conditioned_small")   # -> SavedPolicy(net, params, sim)
+    digest(folder)         # its files; behaviour(policy): what the network code computes from them
 """
 
 from __future__ import annotations
@@ -51,6 +52,18 @@ def digest(folder: str) -> str:
         with open(path, "rb") as f:
             h.update(name.encode() + f.read())
     return h.hexdigest()[:12]
+
+
+def behaviour(policy: SavedPolicy, rows: int = 2) -> np.ndarray:
+    """[rows, num_actions + 1]: the policy's logits and value on a fixed pseudo-random observation, with
+    float32 matmuls on any backend. `digest` pins the files; this pins what the network code makes of them
+    (a changed layer or activation shows here, a refactor that computes the same does not)."""
+    rng = np.random.default_rng(0)
+    obs = jax.tree.map(lambda x: rng.random(x.shape) < 0.5 if x.dtype == bool
+                       else rng.standard_normal(x.shape).astype(np.float32), networks.dummy_obs(policy.sim, (rows,)))
+    with jax.default_matmul_precision("float32"):
+        logits, value, _ = policy.net.apply(policy.params, obs, networks.initial_carry(policy.net.cfg, (rows,)))
+    return np.concatenate([np.asarray(logits), np.asarray(value)[:, None]], -1)
 
 
 def _read_json(folder: str, name: str) -> dict:
