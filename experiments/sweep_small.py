@@ -9,8 +9,9 @@ Only the methods and the paper tables' variants live here (probes that did not e
 in docs/decisions.md). Every counterplay variant inherits experiments/counterplay.py (student gate on;
 cp_no_gate is the method as published). Each variant is an experiment file plus overrides (dotted
 keys); runs are named VARIANT_sSEED and land in OUT/runs/ (a finished run is not re-made: re-running
-the sweep resumes it). TABLE_II, TABLE_IV and TABLE_V name the rows of those tables (label, variant);
-a row whose variant was not run is left out. Table IV's other deployment styles (deploy.styles) are
+the sweep resumes it). TABLE_II, TABLE_IV and TABLE_V name the rows of those tables (label, variant),
+PAIRS_II the variants Table II also compares with each other (a, b); a row whose variant was not run is
+left out. Table IV's other deployment styles (deploy.styles) are
 benchmarked only for the variants its rows name, on deploy.splits.
 """
 
@@ -57,6 +58,10 @@ TABLE_II = (  # components and root rule (the paper: anchor, PPO-Continue, fixed
     ("B: fixed rewind 10", "fixed10"),
     ("B: fixed rewind 50", "fixed50"),
     ("B: value rule over 30 decisions (DESIGN default)", "value30"),
+)
+PAIRS_II = (  # the root rules against each other (CounterPlay is fixed 30): the paper orders 30 > 50 > 10
+    ("counterplay", "fixed50"), ("counterplay", "fixed10"), ("fixed50", "fixed10"),
+    ("value30", "counterplay"), ("value30", "fixed50"), ("value30", "fixed10"),
 )
 _ALL = ("normal", "halfway", "aggressive")
 TABLE_IV = (  # the policy driven under each ego deployment condition

@@ -240,3 +240,13 @@ def test_figure_pairs_draw_only_what_the_filter_claims():
     assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "normal", "interactive", 1, repaired) == [0]
     assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "normal", "interactive", 4) == [0, 3, 4]  # differ
     assert figure_pairs(recs, pairs, ["anchor", "counterplay"], "idm", "interactive", 4, repaired) == []
+
+
+def test_pair_difference_table_prints_a_minus_b_and_skips_pairs_with_a_side_missing():
+    recs = [_rec("fixed10_s3", "timeout", scene=f"s{i}", score=10.0) for i in range(3)]
+    recs += [_rec("fixed50_s3", "completed", scene=f"s{i}", score=25.0) for i in range(3)]
+    text = report.pair_difference_table(recs, ["idm"], [("fixed50", "fixed10"), ("fixed10", "fixed50"),
+                                                        ("value30", "fixed10")], "Rules")
+    assert "| fixed50 − fixed10 | +15.00 [+15.00, +15.00] | +100.00 [+100.00, +100.00] |" in text
+    assert "| fixed10 − fixed50 | -15.00 [-15.00, -15.00] | -100.00 [-100.00, -100.00] |" in text
+    assert "value30" not in text

@@ -27,6 +27,7 @@ def test_every_variant_resolves_and_every_table_row_names_a_variant():
     config.bench.scenes = "procedural"
     named = {m for _, m in sweep_small.TABLE_II + sweep_small.TABLE_V}
     named |= {m for _, row in sweep_small.TABLE_IV for m in row.values()}
+    named |= {m for pair in sweep_small.PAIRS_II for m in pair}
     assert named - {"anchor"} <= set(sweep_small.VARIANTS)
     # launch.sweep reads VARIANTS and the tables from the file --config names.
     from_file = sweep.sweep_module(sweep_small.__file__)
@@ -45,6 +46,9 @@ def test_tables_include_ii_iv_and_v_rows_for_the_variants_benchmarked():
         assert any(title in line for line in lines), title
     assert any(line.startswith("| B: fixed rewind 10 | fixed10 | 1 |") for line in lines)
     assert any(line.startswith("| Aggressive | only_aggressive | 1 |") for line in lines)
+    # The root rules against each other: fixed10 and counterplay ran (both 10.00), fixed50 and value30 did not.
+    assert "| counterplay − fixed10 | +0.00 [+0.00, +0.00] | +0.00 [+0.00, +0.00] |" in lines
+    assert not any(line.startswith(("| fixed50 −", "| value30 −", "| counterplay − fixed50")) for line in lines)
     cell = "10.00 ± n/a / 100.00 / 0.00 (1)"
     assert f"| CounterPlay (gated), distilled for normal | {cell} | {cell} |" in lines
     # deploy_halfway was not run: its cell is empty, the row stays (its normal column is counterplay).

@@ -330,6 +330,23 @@ def deployment_table(records: list[dict], regimes: list[str], rows: list[tuple[s
     return "\n".join(lines)
 
 
+def pair_difference_table(records: list[dict], regimes: list[str], pairs: list[tuple[str, str]], title: str,
+                          split: str = "interactive", ego_style: str = "normal", n_boot: int = 2000) -> str:
+    """Named pairs of methods against each other (e.g. Table II's root rules): a − b per (a, b) both of
+    whose runs are in the records, in score and clean-goal points (`stats.difference`, the intervals of
+    difference_table); pairs with a side missing are left out."""
+    means = {k: stats.run_pair_means(records, regimes, split, k, ego_style) for k in ("score", "clean")}
+    lines = [f"**{title}** — a − b over matched (scene, ego) pairs, {split} split, ego style {ego_style}, mean "
+             "over regimes, benchmark seeds and post-training runs, [95% bootstrap interval over runs, then scenes]",
+             "", "| a − b | score | clean % |", "|---|---|---|"]
+    for a, b in pairs:
+        if a in means["score"] and b in means["score"]:
+            cells = [stats.difference(means[k][a], means[k][b], stats.METRIC_SCALE[k], n_boot).text()
+                     for k in ("score", "clean")]
+            lines.append(f"| {a} − {b} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def style_difference_table(records: list[dict], regimes: list[str], styles: list[str], split: str = "interactive",
                            n_boot: int = 2000) -> str:
     """Each method under every deployment style minus the same method under styles[0] (`stats.difference`

@@ -13,7 +13,8 @@ REFERENCES), II and V
 (variant_table) and IV (deployment_table), mean ± std over post-training seeds per variant.
 
 A sweep file is a module with get_config(), VARIANTS {name: (experiment module, {dotted key: value})}
-and TABLE_II / TABLE_IV / TABLE_V (the rows of those tables: (label, variant)).
+and TABLE_II / TABLE_IV / TABLE_V (the rows of those tables: (label, variant)); optional PAIRS_II:
+(a, b) variants whose difference a − b Table II also prints.
 """
 
 from __future__ import annotations
@@ -152,6 +153,9 @@ def tables(records: list[dict], bench, config, sweep=None) -> list[str]:
     for split in bench.splits:
         title = getattr(sweep, "TITLE_II", "Table II (components)")  # a tuning file names its own table
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_II), title, split))
+        if getattr(sweep, "PAIRS_II", ()):  # the root rules against each other, not only against CounterPlay
+            out.append(report.pair_difference_table(records, regimes, list(sweep.PAIRS_II),
+                                                    "Table II, root rules against each other", split))
         out.append(report.variant_table(records, regimes, list(sweep.TABLE_V), "Table V (styles searched)", split))
     if config.deploy.styles:
         styles = list(dict.fromkeys([*bench.ego_styles, *config.deploy.styles]))
