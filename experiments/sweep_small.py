@@ -11,8 +11,8 @@ cp_no_gate is the method as published). Each variant is an experiment file plus 
 keys); runs are named VARIANT_sSEED and land in OUT/runs/ (a finished run is not re-made: re-running
 the sweep resumes it). TABLE_II, TABLE_IV and TABLE_V name the rows of those tables (label, variant),
 PAIRS_II the variants Table II also compares with each other (a, b); a row whose variant was not run is
-left out. Table IV's other deployment styles (deploy.styles) are
-benchmarked only for the variants its rows name, on deploy.splits.
+left out. Table IV's other deployment styles (deploy.styles) are benchmarked only for the variants its
+rows name, on deploy.splits.
 """
 
 import ml_collections
